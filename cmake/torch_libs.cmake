@@ -1,0 +1,20 @@
+# The LibTorch layers (DESIGN.md section 1), each a static library of its folder.
+set(HP_TORCH_FOLDERS comm model runtime data train)
+foreach(folder ${HP_TORCH_FOLDERS})
+  file(GLOB _srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${folder}/*.cpp)
+  if(_srcs)
+    list(APPEND HP_PRESENT_TORCH_FOLDERS ${folder})
+  endif()
+endforeach()
+
+set(_deps hp_schedule ${TORCH_LIBRARIES})
+foreach(folder ${HP_PRESENT_TORCH_FOLDERS})
+  hp_library(hp_${folder} ${folder} ${_deps})
+  target_compile_definitions(hp_${folder} PUBLIC USE_C10D_GLOO)
+  list(APPEND _deps hp_${folder})
+endforeach()
+set(HP_TORCH_LIBS ${_deps} CACHE INTERNAL "")
+
+foreach(folder ${HP_PRESENT_TORCH_FOLDERS})
+  hp_tests(${folder}_tests ${folder} unit ${HP_TORCH_LIBS})
+endforeach()

@@ -1,0 +1,144 @@
+#include "schedule/action.hpp"
+
+#include <array>
+#include <cctype>
+#include <charconv>
+
+namespace hp::schedule {
+namespace {
+
+constexpr std::array<std::string_view, kNumActionTypes> kNames = {
+    "FWD",
+    "BWD",
+    "SEND_F",
+    "RECV_F",
+    "SEND_B",
+    "RECV_B",
+    "MPIPE_PARAM_BROADCAST",
+    "MPIPE_TRANSPOSE_FWD",
+    "MPIPE_FWD_SEND",
+    "MPIPE_FWD_RECV",
+    "MPIPE_GRAPH_SEND",
+    "MPIPE_GRAPH_RECV",
+    "MPIPE_TRANSPOSE_BWD",
+    "MPIPE_GRAD_SEND",
+    "MPIPE_GRAD_RECV_WITH_BACKWARD",
+    "MPIPE_GRAD_REDUCE",
+};
+
+bool parse_int(std::string_view s, int* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size() && *out >= 0;
+}
+
+bool fail(std::string* error, std::string msg) {
+  if (error) *error = std::move(msg);
+  return false;
+}
+
+}  // namespace
+
+std::string_view type_name(ActionType t) { return kNames[static_cast<int>(t)]; }
+
+std::optional<ActionType> type_from_name(std::string_view name) {
+  for (int i = 0; i < kNumActionTypes; ++i)
+    if (kNames[i] == name) return static_cast<ActionType>(i);
+  return std::nullopt;
+}
+
+bool is_compute(ActionType t) { return t == ActionType::FWD || t == ActionType::BWD; }
+
+bool is_mpipe(ActionType t) { return t >= ActionType::MPIPE_PARAM_BROADCAST; }
+
+bool is_send(ActionType t) {
+  return t == ActionType::SEND_F || t == ActionType::SEND_B || t == ActionType::MPIPE_FWD_SEND ||
+         t == ActionType::MPIPE_GRAPH_SEND || t == ActionType::MPIPE_GRAD_SEND;
+}
+
+bool is_recv(ActionType t) {
+  return t == ActionType::RECV_F || t == ActionType::RECV_B || t == ActionType::MPIPE_FWD_RECV ||
+         t == ActionType::MPIPE_GRAPH_RECV || t == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
+}
+
+bool is_collective(ActionType t) {
+  return t == ActionType::MPIPE_PARAM_BROADCAST || t == ActionType::MPIPE_GRAD_REDUCE;
+}
+
+bool is_p2p(ActionType t) { return is_send(t) || is_recv(t); }
+
+ActionType matching_p2p(ActionType t) {
+  switch (t) {
+    case ActionType::SEND_F: return ActionType::RECV_F;
+    case ActionType::RECV_F: return ActionType::SEND_F;
+    case ActionType::SEND_B: return ActionType::RECV_B;
+    case ActionType::RECV_B: return ActionType::SEND_B;
+    case ActionType::MPIPE_FWD_SEND: return ActionType::MPIPE_FWD_RECV;
+    case ActionType::MPIPE_FWD_RECV: return ActionType::MPIPE_FWD_SEND;
+    case ActionType::MPIPE_GRAPH_SEND: return ActionType::MPIPE_GRAPH_RECV;
+    case ActionType::MPIPE_GRAPH_RECV: return ActionType::MPIPE_GRAPH_SEND;
+    case ActionType::MPIPE_GRAD_SEND: return ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
+    case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return ActionType::MPIPE_GRAD_SEND;
+    default: return t;
+  }
+}
+
+bool has_micro(ActionType t) { return !is_collective(t); }
+
+std::string format_action(const Action& a) {
+  std::string out = std::to_string(a.stage);
+  if (a.type == ActionType::FWD) {
+    out += 'F';
+  } else if (a.type == ActionType::BWD) {
+    out += 'B';
+  } else {
+    out += type_name(a.type);
+  }
+  if (a.micro >= 0) out += std::to_string(a.micro);
+  if (a.peer >= 0) {
+    out += '@';
+    out += std::to_string(a.peer);
+  }
+  return out;
+}
+
+std::optional<Action> parse_action(std::string_view token, std::string* error) {
+  const std::string tok(token);
+  auto bad = [&](const std::string& why) -> std::optional<Action> {
+    fail(error, "bad action token '" + tok + "': " + why +
+                    " (expected e.g. 2F0, 5B3, 1SEND_F0@2, 0MPIPE_PARAM_BROADCAST)");
+    return std::nullopt;
+  };
+  Action a;
+  size_t i = 0;
+  while (i < token.size() && std::isdigit(static_cast<unsigned char>(token[i]))) ++i;
+  if (i == 0 || !parse_int(token.substr(0, i), &a.stage)) return bad("it must start with the stage number");
+  std::string_view rest = token.substr(i);
+  if (size_t at = rest.find('@'); at != std::string_view::npos) {
+    if (!parse_int(rest.substr(at + 1), &a.peer)) return bad("the peer after '@' must be a rank number");
+    rest = rest.substr(0, at);
+  }
+  size_t j = rest.size();
+  while (j > 0 && std::isdigit(static_cast<unsigned char>(rest[j - 1]))) --j;
+  std::string_view name = rest.substr(0, j);
+  std::string_view micro = rest.substr(j);
+  if (name == "F") {
+    a.type = ActionType::FWD;
+  } else if (name == "B") {
+    a.type = ActionType::BWD;
+  } else if (auto t = type_from_name(name); t && !is_compute(*t)) {
+    a.type = *t;
+  } else {
+    return bad("unknown action type '" + std::string(name) + "'");
+  }
+  if (has_micro(a.type)) {
+    if (!parse_int(micro, &a.micro)) return bad("a micro-batch number must follow the type");
+  } else if (!micro.empty()) {
+    return bad(std::string(name) + " takes no micro-batch number");
+  }
+  if (is_p2p(a.type) != (a.peer >= 0))
+    return bad(is_p2p(a.type) ? "a send or receive needs its peer as '@rank'" : "only sends and receives have a peer");
+  return a;
+}
+
+}  // namespace hp::schedule

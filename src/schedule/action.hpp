@@ -1,0 +1,79 @@
+// The per-rank action IR: one Action is one step a pipeline rank executes.
+//
+// Stages are numbered globally, loop style: stage s = chunk * PP + rank. Every
+// action names the stage it belongs to, the micro-batch it works on (-1 when
+// it has none: MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE) and, for
+// communication, the peer rank (-1 for compute and collectives).
+//
+// Text form, one token per action (like torch.distributed.pipelining's
+// _Action): compute is exactly "{stage}F{micro}" / "{stage}B{micro}";
+// every other action is "{stage}{TYPE}{micro}" with the micro omitted when
+// there is none, followed by "@{peer}" when it has a peer:
+//   2F0  5B3  1SEND_F0@2  0MPIPE_PARAM_BROADCAST  0MPIPE_FWD_RECV3@3
+// format_action and parse_action round-trip exactly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hp::schedule {
+
+enum class ActionType : std::uint8_t {
+  // Body pipeline.
+  FWD,     // forward of (stage, micro)
+  BWD,     // backward of (stage, micro)
+  SEND_F,  // send stage's forward output of micro to the rank of stage + 1
+  RECV_F,  // receive stage's forward input of micro from the rank of stage - 1
+  SEND_B,  // send the gradient of stage's input of micro to the rank of stage - 1
+  RECV_B,  // receive the gradient of stage's output of micro from the rank of stage + 1
+  // MPipe Transpose (spec section 3). Their stage is always 0.
+  MPIPE_PARAM_BROADCAST,  // collective: preprocess parameters rank 0 -> all
+  MPIPE_TRANSPOSE_FWD,    // owner runs the detached preprocess forward (T = 0: the data load)
+  MPIPE_FWD_SEND,         // owner -> rank 0: preprocess output into body0's input slot
+  MPIPE_FWD_RECV,         // rank 0 <- owner
+  MPIPE_GRAPH_SEND,       // owner -> rank 0: preprocess input, for the recompute backward
+  MPIPE_GRAPH_RECV,       // rank 0 <- owner
+  MPIPE_TRANSPOSE_BWD,    // rank 0: (recompute and) backprop the preprocess after BWD(0, m)
+  // Owner backward (the suffix after every rank's body).
+  MPIPE_GRAD_SEND,                 // rank 0 -> owner: dL/dfeatures of micro
+  MPIPE_GRAD_RECV_WITH_BACKWARD,   // owner <- rank 0, then backprop its retained graph
+  MPIPE_GRAD_REDUCE,               // collective: sum preprocess gradients over the PP group
+};
+
+inline constexpr int kNumActionTypes = 16;
+
+struct Action {
+  ActionType type = ActionType::FWD;
+  int stage = 0;
+  int micro = -1;
+  int peer = -1;
+
+  friend bool operator==(const Action& a, const Action& b) {
+    return a.type == b.type && a.stage == b.stage && a.micro == b.micro && a.peer == b.peer;
+  }
+  friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
+};
+
+// The type's name as it appears in text ("FWD", "SEND_F", "MPIPE_FWD_SEND", ...).
+std::string_view type_name(ActionType t);
+std::optional<ActionType> type_from_name(std::string_view name);
+
+// Classification used by validation, simulation and rendering.
+bool is_compute(ActionType t);     // FWD, BWD
+bool is_mpipe(ActionType t);       // every MPIPE_* member
+bool is_send(ActionType t);        // point-to-point sends (body and MPipe)
+bool is_recv(ActionType t);        // point-to-point receives (body and MPipe)
+bool is_collective(ActionType t);  // MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE
+bool is_p2p(ActionType t);         // is_send || is_recv
+// The receive type that matches a send type (SEND_F -> RECV_F, ...), and back.
+ActionType matching_p2p(ActionType t);
+// Whether a micro-batch index is part of the action (false for the collectives).
+bool has_micro(ActionType t);
+
+std::string format_action(const Action& a);
+// Parses one token; returns nullopt (and sets *error when given) on bad input.
+std::optional<Action> parse_action(std::string_view token, std::string* error = nullptr);
+
+}  // namespace hp::schedule

@@ -1,0 +1,57 @@
+// A Schedule: one ordered action list per physical rank, plus the layout it
+// was built for. Generators fill it; validation, the simulator, the renderers
+// and the runtime executor only read it. Value type, no threading concerns.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/action.hpp"
+
+namespace hp::schedule {
+
+enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe };
+std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
+bool kind_from_name(std::string_view name, ScheduleKind* out);
+
+enum class Overflow { Full, Min };
+
+// MPipe Transpose options (spec sections 2-4, DESIGN.md section 2).
+struct MPipeOptions {
+  int transpose_layers = 1;   // T; 0 = transpose only the data load
+  Overflow overflow = Overflow::Full;
+  bool owner_backward = false;
+  bool frozen_preprocess = false;  // no parameter of the preprocess requires grad
+};
+
+// Everything a generator needs. Defaults give a small valid interleaved run.
+struct ScheduleOptions {
+  ScheduleKind kind = ScheduleKind::Interleaved;
+  int pp = 4;           // physical ranks
+  int vpp = 1;          // chunks (virtual stages) per rank
+  int micro_batches = 8;
+  int group_size = 0;   // G, micro-batch group size per virtual stage; 0 = PP
+  int layers = 0;       // model layers split evenly over pp*vpp chunks; 0 = unknown
+  MPipeOptions mpipe;
+
+  int num_stages() const { return pp * vpp; }
+  int effective_group_size() const { return group_size > 0 ? group_size : pp; }
+  // NT = min(PP, MB): micro-batches transposed in the first round.
+  int nt() const { return pp < micro_batches ? pp : micro_batches; }
+};
+
+struct Schedule {
+  ScheduleOptions options;  // the layout; for a schedule read from CSV, inferred
+  std::vector<std::vector<Action>> ranks;
+
+  int pp() const { return static_cast<int>(ranks.size()); }
+  int num_stages() const { return options.num_stages(); }
+  int stage_rank(int stage) const { return stage % options.pp; }
+  int stage_chunk(int stage) const { return stage / options.pp; }
+};
+
+// Owner rank of micro m's preprocess forward under MPipe (spec section 2):
+// "full": m % NT; "min": m for m < NT, rank 0 for the overflow.
+int mpipe_owner(const ScheduleOptions& o, int micro);
+
+}  // namespace hp::schedule
