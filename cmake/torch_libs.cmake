@@ -16,5 +16,5 @@ endforeach()
 set(HP_TORCH_LIBS ${_deps} CACHE INTERNAL "")
 
 foreach(folder ${HP_PRESENT_TORCH_FOLDERS})
-  hp_tests(${folder}_tests ${folder} unit ${HP_TORCH_LIBS})
+  hp_tests(${folder}_tests ${folder} ${HP_TORCH_LIBS})
 endforeach()
