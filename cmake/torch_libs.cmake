@@ -1,5 +1,5 @@
 # The LibTorch layers (DESIGN.md section 1), each a static library of its folder.
-set(HP_TORCH_FOLDERS comm model runtime data train)
+set(HP_TORCH_FOLDERS comm model runtime train)
 foreach(folder ${HP_TORCH_FOLDERS})
   file(GLOB _srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${folder}/*.cpp)
   if(_srcs)
@@ -7,7 +7,7 @@ foreach(folder ${HP_TORCH_FOLDERS})
   endif()
 endforeach()
 
-set(_deps hp_schedule ${TORCH_LIBRARIES})
+set(_deps hp_schedule hp_data ${TORCH_LIBRARIES})
 foreach(folder ${HP_PRESENT_TORCH_FOLDERS})
   hp_library(hp_${folder} ${folder} ${_deps})
   target_compile_definitions(hp_${folder} PUBLIC USE_C10D_GLOO)

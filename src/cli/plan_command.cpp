@@ -1,0 +1,184 @@
+#include "cli/plan_command.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "schedule/generate.hpp"
+#include "schedule/render.hpp"
+#include "schedule/schedule_io.hpp"
+#include "schedule/simulate.hpp"
+#include "schedule/validate.hpp"
+
+namespace hp::cli {
+namespace {
+
+struct PlanArgs {
+  std::string schedule = "interleaved";
+  schedule::ScheduleOptions opts;
+  std::string overflow = "full";
+  bool compute_only = false;
+  std::string format = "text";
+  std::string from_csv;
+  bool simulate = false;
+  schedule::CostModel costs;
+  std::vector<std::string> stage_costs;  // "STAGE:F:B"
+  std::string svg, trace;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("--from-csv " + path + ": cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& flag, const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::invalid_argument(flag + " " + path + ": cannot write the file");
+}
+
+void parse_stage_costs(PlanArgs& a) {
+  for (const auto& spec : a.stage_costs) {
+    schedule::StageCost c;
+    int stage = -1;
+    char c1 = 0, c2 = 0;
+    std::istringstream in(spec);
+    if (!(in >> stage >> c1 >> c.f >> c2 >> c.b) || c1 != ':' || c2 != ':' || stage < 0 || c.f < 0 || c.b < 0 ||
+        !in.eof())
+      throw std::invalid_argument("--stage-cost '" + spec + "': expected STAGE:F:B with STAGE >= 0 and F, B >= 0 (e.g. 0:1.5:3)");
+    a.costs.per_stage[stage] = c;
+  }
+}
+
+// The schedule itself as JSON: its layout and one token list per rank.
+std::string schedule_json(const schedule::Schedule& s) {
+  nlohmann::json j;
+  j["schedule"] = std::string(schedule::kind_name(s.options.kind));
+  j["pp"] = s.options.pp;
+  j["vpp"] = s.options.vpp;
+  j["mb"] = s.options.micro_batches;
+  j["ranks"] = nlohmann::json::array();
+  for (const auto& rank : s.ranks) {
+    auto& tokens = j["ranks"].emplace_back(nlohmann::json::array());
+    for (const auto& a : rank) tokens.push_back(schedule::format_action(a));
+  }
+  return j.dump();
+}
+
+schedule::Schedule build(PlanArgs& a) {
+  if (!a.from_csv.empty()) {
+    schedule::Schedule s;
+    try {
+      s = schedule::from_csv(read_file(a.from_csv));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--from-csv " + a.from_csv + ": " + e.what());
+    }
+    return s;
+  }
+  if (!schedule::kind_from_name(a.schedule, &a.opts.kind))
+    throw std::invalid_argument("--schedule " + a.schedule +
+                                ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
+  if (a.overflow != "full" && a.overflow != "min")
+    throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
+  a.opts.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
+  return schedule::generate(a.opts);
+}
+
+void run_plan(PlanArgs& a) {
+  parse_stage_costs(a);
+  schedule::Schedule s = build(a);
+  if (auto v = schedule::validate(s); !v.ok())
+    throw std::invalid_argument("the schedule is invalid:\n" + v.to_string());
+  if (a.compute_only) s = schedule::filter(s, schedule::is_compute);
+
+  const bool need_sim = a.simulate || a.format == "text" || !a.svg.empty() || !a.trace.empty();
+  schedule::SimulationReport report;
+  if (need_sim) report = schedule::simulate(s, a.costs);
+
+  if (a.format == "csv") {
+    std::cout << schedule::to_csv(s);
+  } else if (a.format == "actions") {
+    std::cout << schedule::to_text(s);
+  } else if (a.format == "json") {
+    std::cout << (a.simulate ? schedule::report_json(report) : schedule_json(s)) << "\n";
+  } else {
+    std::cout << schedule::render_text_grid(s, report);
+    if (a.simulate) {
+      std::cout << "step_time " << report.step_time << "  bubble_fraction " << report.bubble_fraction << "\n";
+      for (size_t r = 0; r < report.ranks.size(); ++r)
+        std::cout << "rank " << r << ": busy " << report.ranks[r].busy << "  idle " << report.ranks[r].idle
+                  << "  peak_activations " << report.ranks[r].peak_activations << "\n";
+    }
+  }
+  if (!a.svg.empty()) write_file("--svg", a.svg, schedule::render_svg(s, report));
+  if (!a.trace.empty()) write_file("--trace", a.trace, schedule::render_chrome_trace(s, report));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<PlanArgs>();
+  args->opts.vpp = 2;
+  auto* cmd = app.add_subcommand("plan", "Print, validate, simulate and draw a pipeline schedule");
+  cmd->set_config("--config", "", "TOML file with the same keys as these flags");
+  auto& o = args->opts;
+  cmd->add_option("--schedule", args->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")
+      ->capture_default_str();
+  cmd->add_option("--pp", o.pp, "pipeline ranks")->capture_default_str();
+  cmd->add_option("--vpp", o.vpp, "chunks (virtual stages) per rank")->capture_default_str();
+  cmd->add_option("--mb", o.micro_batches, "micro-batches per step")->capture_default_str();
+  cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP)")
+      ->capture_default_str();
+  cmd->add_option("--layers", o.layers, "model layers, split evenly over pp*vpp chunks (0 = unchecked)")
+      ->capture_default_str();
+  cmd->add_option("--transpose-layers", o.mpipe.transpose_layers, "MPipe T: layers of stage 0 to transpose")
+      ->capture_default_str();
+  cmd->add_option("--overflow", args->overflow, "MPipe overflow: full or min")->capture_default_str();
+  cmd->add_flag("--owner-backward", o.mpipe.owner_backward, "MPipe: the owner of a micro runs its preprocess backward");
+  cmd->add_flag("--frozen-preprocess", o.mpipe.frozen_preprocess, "MPipe: the preprocess has no trainable parameter");
+  cmd->add_flag("--compute-only", args->compute_only, "drop every action that is not F or B");
+  cmd->add_option("--format", args->format, "text, csv, json or actions")
+      ->check(CLI::IsMember({"text", "csv", "json", "actions"}))
+      ->capture_default_str();
+  cmd->add_option("--from-csv", args->from_csv, "read the schedule from a CSV file instead of generating it");
+  cmd->add_flag("--simulate", args->simulate, "run the cost model and report step time, bubble and activations");
+  auto& c = args->costs;
+  cmd->add_option("--cost-f", c.f, "forward time of one stage for one micro-batch")->capture_default_str();
+  cmd->add_option("--cost-b", c.b, "backward time of one stage for one micro-batch")->capture_default_str();
+  cmd->add_option("--stage-cost", args->stage_costs, "per-stage override STAGE:F:B (repeatable)");
+  cmd->add_option("--cost-pre-f", c.pre_f, "preprocess forward time (part of stage 0 outside MPipe)")
+      ->capture_default_str();
+  cmd->add_option("--cost-pre-b", c.pre_b, "preprocess backward time")->capture_default_str();
+  cmd->add_option("--cost-recompute", c.recompute, "preprocess recompute time in MPIPE_TRANSPOSE_BWD (<0 = pre-f)")
+      ->capture_default_str();
+  cmd->add_option("--broadcast-bytes", c.broadcast_bytes, "preprocess parameter bytes broadcast per step")
+      ->capture_default_str();
+  cmd->add_option("--broadcast-bw", c.broadcast_bw, "broadcast bandwidth, bytes per time unit (0 = infinite)")
+      ->capture_default_str();
+  cmd->add_option("--p2p-latency", c.p2p_latency, "point-to-point latency")->capture_default_str();
+  cmd->add_option("--p2p-bw", c.p2p_bw, "point-to-point bandwidth, bytes per time unit (0 = infinite)")
+      ->capture_default_str();
+  cmd->add_option("--activation-bytes", c.activation_bytes, "bytes of one activation or gradient message")
+      ->capture_default_str();
+  cmd->add_option("--input-bytes", c.preprocess_input_bytes, "bytes of one MPIPE_GRAPH_SEND (preprocess input)")
+      ->capture_default_str();
+  cmd->add_option("--svg", args->svg, "write an SVG timeline");
+  cmd->add_option("--trace", args->trace, "write a Chrome trace JSON (Perfetto, chrome://tracing)");
+  cmd->callback([args, exit_code] {
+    try {
+      run_plan(*args);
+    } catch (const std::exception& e) {
+      std::cerr << "hyperpipe plan: error: " << e.what() << "\n";
+      *exit_code = 2;
+    }
+  });
+}
+
+}  // namespace hp::cli
