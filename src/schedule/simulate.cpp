@@ -1,0 +1,259 @@
+#include "schedule/simulate.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace hp::schedule {
+
+StageCost CostModel::stage(int s) const {
+  auto it = per_stage.find(s);
+  return it != per_stage.end() ? it->second : StageCost{f, b};
+}
+
+namespace {
+
+std::string where(const Schedule& s, int rank, int pos) {
+  return "rank " + std::to_string(rank) + " position " + std::to_string(pos) + " (" +
+         format_action(s.ranks[rank][pos]) + ")";
+}
+
+[[noreturn]] void cannot_run(const std::string& why) {
+  throw std::invalid_argument("schedule cannot run: " + why + " (validate() gives a full report)");
+}
+
+// Sends are posted eagerly and never block, so the time of every action is a
+// function of its rank's previous action and, for a receive or collective, of
+// its partners' times. The simulator therefore evaluates ranks in any order,
+// parking a rank only at a receive whose send is not posted yet or at a
+// collective that not every rank has reached; the poster wakes it. Each action
+// is visited once: linear time.
+class Simulator {
+ public:
+  Simulator(const Schedule& s, const CostModel& c) : s_(s), c_(c), pp_(s.pp()) {}
+
+  SimulationReport run() {
+    index();
+    pair_p2p();
+    pair_collectives();
+    rank_.assign(pp_, {});
+    report_.ranks.assign(pp_, {});
+    for (int r = 0; r < pp_; ++r) report_.ranks[r].timeline.reserve(s_.ranks[r].size());
+    for (int r = pp_ - 1; r >= 0; --r) work_.push_back(r);
+    while (!work_.empty()) {
+      const int r = work_.back();
+      work_.pop_back();
+      advance(r);
+    }
+    for (int r = 0; r < pp_; ++r)
+      if (rank_[r].pc < static_cast<int>(s_.ranks[r].size())) report_stuck();
+    summarize();
+    return std::move(report_);
+  }
+
+ private:
+  struct RankState {
+    int pc = 0;
+    double t = 0.0;
+    int active = 0;              // forwards whose backward has not run
+    bool at_collective = false;  // counted as arrived at its next collective
+  };
+
+  int rank_of_index(int gi) const {
+    return static_cast<int>(std::upper_bound(offset_.begin(), offset_.end(), gi) - offset_.begin()) - 1;
+  }
+
+  void index() {
+    offset_.assign(pp_ + 1, 0);
+    for (int r = 0; r < pp_; ++r) {
+      offset_[r + 1] = offset_[r] + static_cast<int>(s_.ranks[r].size());
+      for (const Action& a : s_.ranks[r]) {
+        if (is_mpipe(a.type)) has_mpipe_ = true;
+        if (is_p2p(a.type) && (a.peer < 0 || a.peer >= pp_ || a.peer == r))
+          cannot_run("bad peer in " + format_action(a) + " on rank " + std::to_string(r));
+        // Rank 0 recomputes the preprocess only for micros it received.
+        if (r == 0 && a.type == ActionType::MPIPE_FWD_RECV && a.micro >= 0) {
+          if (a.micro >= static_cast<int>(received_.size())) received_.resize(a.micro + 1, 0);
+          received_[a.micro] = 1;
+        }
+      }
+    }
+    link_.assign(offset_[pp_], -1);
+    arrival_.assign(offset_[pp_], 0.0);
+    posted_.assign(offset_[pp_], 0);
+  }
+
+  // FIFO per ordered pair of ranks, as in validation.
+  void pair_p2p() {
+    struct Channel {
+      std::vector<int> sends, recvs;
+    };
+    std::unordered_map<std::uint64_t, Channel> channels;
+    for (int r = 0; r < pp_; ++r)
+      for (int p = 0; p < static_cast<int>(s_.ranks[r].size()); ++p) {
+        const Action& a = s_.ranks[r][p];
+        if (!is_p2p(a.type)) continue;
+        const bool send = is_send(a.type);
+        const std::uint64_t from = send ? r : a.peer, to = send ? a.peer : r;
+        Channel& ch = channels[from * static_cast<std::uint64_t>(pp_) + to];
+        (send ? ch.sends : ch.recvs).push_back(offset_[r] + p);
+      }
+    for (auto& [k, ch] : channels) {
+      const int from = static_cast<int>(k / pp_), to = static_cast<int>(k % pp_);
+      if (ch.sends.size() != ch.recvs.size())
+        cannot_run("rank " + std::to_string(from) + " posts " + std::to_string(ch.sends.size()) + " sends to rank " +
+                   std::to_string(to) + ", which posts " + std::to_string(ch.recvs.size()) + " receives from it");
+      for (size_t i = 0; i < ch.sends.size(); ++i) {
+        const int sp = ch.sends[i] - offset_[from], rp = ch.recvs[i] - offset_[to];
+        if (matching_p2p(s_.ranks[from][sp].type) != s_.ranks[to][rp].type)
+          cannot_run(where(s_, from, sp) + " meets " + where(s_, to, rp) + " in FIFO order");
+        link_[ch.sends[i]] = ch.recvs[i];
+        link_[ch.recvs[i]] = ch.sends[i];
+      }
+    }
+  }
+
+  void pair_collectives() {
+    std::vector<ActionType> ref;
+    for (int r = 0; r < pp_; ++r) {
+      std::vector<ActionType> mine;
+      for (int p = 0; p < static_cast<int>(s_.ranks[r].size()); ++p)
+        if (is_collective(s_.ranks[r][p].type)) {
+          link_[offset_[r] + p] = static_cast<int>(mine.size());
+          mine.push_back(s_.ranks[r][p].type);
+        }
+      if (r == 0) ref = mine;
+      if (mine != ref) cannot_run("rank " + std::to_string(r) + " posts different collectives from rank 0");
+    }
+    coll_arrived_.assign(ref.size(), 0);
+    coll_start_.assign(ref.size(), 0.0);
+  }
+
+  double transfer(const Action& a) const {
+    const double bytes = a.type == ActionType::MPIPE_GRAPH_SEND ? c_.preprocess_input_bytes : c_.activation_bytes;
+    return c_.p2p_latency + (c_.p2p_bw > 0 ? bytes / c_.p2p_bw : 0.0);
+  }
+
+  double collective_time() const {
+    if (c_.broadcast_bw <= 0 || s_.options.mpipe.frozen_preprocess) return 0.0;
+    return c_.broadcast_bytes / c_.broadcast_bw;
+  }
+
+  // Rank time an action occupies once it can start (0 for pure communication).
+  double duration(const Action& a) const {
+    // Without MPipe steps the preprocess is simply the head of stage 0.
+    const bool pre_inline = a.stage == 0 && !has_mpipe_;
+    switch (a.type) {
+      case ActionType::FWD: return c_.stage(a.stage).f + (pre_inline ? c_.pre_f : 0.0);
+      case ActionType::BWD: return c_.stage(a.stage).b + (pre_inline ? c_.pre_b : 0.0);
+      case ActionType::MPIPE_TRANSPOSE_FWD: return c_.pre_f;
+      case ActionType::MPIPE_TRANSPOSE_BWD: {
+        const bool remote = a.micro >= 0 && a.micro < static_cast<int>(received_.size()) && received_[a.micro];
+        return c_.pre_b + (remote ? (c_.recompute < 0 ? c_.pre_f : c_.recompute) : 0.0);
+      }
+      case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return c_.pre_b;
+      case ActionType::MPIPE_PARAM_BROADCAST:
+      case ActionType::MPIPE_GRAD_REDUCE: return collective_time();
+      default: return 0.0;
+    }
+  }
+
+  void record(int r, const Action& a, double start, double end) {
+    report_.ranks[r].timeline.push_back({a, start, end});
+    report_.ranks[r].busy += end - start;
+    rank_[r].t = end;
+    ++rank_[r].pc;
+  }
+
+  void advance(int r) {
+    RankState& st = rank_[r];
+    const auto& acts = s_.ranks[r];
+    const int n = static_cast<int>(acts.size());
+    while (st.pc < n) {
+      const Action& a = acts[st.pc];
+      const int gi = offset_[r] + st.pc;
+      if (is_send(a.type)) {
+        arrival_[gi] = st.t + transfer(a);
+        posted_[gi] = 1;
+        const int other = link_[gi];
+        if (waiting_on(rank_of_index(other)) == other) work_.push_back(rank_of_index(other));
+        record(r, a, st.t, st.t);
+      } else if (is_recv(a.type)) {
+        const int other = link_[gi];
+        if (!posted_[other]) return;  // the send's poster wakes this rank
+        const double start = std::max(st.t, arrival_[other]);
+        record(r, a, start, start + duration(a));
+      } else if (is_collective(a.type)) {
+        const int k = link_[gi];
+        if (!st.at_collective) {
+          st.at_collective = true;
+          coll_start_[k] = std::max(coll_start_[k], st.t);
+          if (++coll_arrived_[k] == pp_)
+            for (int q = 0; q < pp_; ++q)
+              if (q != r) work_.push_back(q);
+        }
+        if (coll_arrived_[k] < pp_) return;
+        st.at_collective = false;
+        record(r, a, coll_start_[k], coll_start_[k] + duration(a));
+      } else {
+        if (a.type == ActionType::FWD) ++st.active;
+        if (a.type == ActionType::BWD) --st.active;
+        report_.ranks[r].peak_activations = std::max(report_.ranks[r].peak_activations, st.active);
+        record(r, a, st.t, st.t + duration(a));
+      }
+    }
+  }
+
+  // The global index of the receive rank q is parked at, or -1.
+  int waiting_on(int q) const {
+    const int pc = rank_[q].pc;
+    if (pc >= static_cast<int>(s_.ranks[q].size()) || !is_recv(s_.ranks[q][pc].type)) return -1;
+    return offset_[q] + pc;
+  }
+
+  [[noreturn]] void report_stuck() const {
+    std::string msg = "deadlock:";
+    for (int r = 0; r < pp_; ++r) {
+      const int pc = rank_[r].pc;
+      if (pc >= static_cast<int>(s_.ranks[r].size())) continue;
+      msg += " " + where(s_, r, pc) + " waits";
+      msg += is_collective(s_.ranks[r][pc].type) ? " for every rank;" : " for rank " + std::to_string(s_.ranks[r][pc].peer) + ";";
+    }
+    msg.pop_back();
+    cannot_run(msg);
+  }
+
+  void summarize() {
+    for (const RankState& st : rank_) report_.step_time = std::max(report_.step_time, st.t);
+    double idle = 0.0;
+    for (RankReport& rr : report_.ranks) {
+      rr.idle = report_.step_time - rr.busy;
+      idle += rr.idle;
+    }
+    report_.bubble_fraction = report_.step_time > 0 ? idle / (pp_ * report_.step_time) : 0.0;
+  }
+
+  const Schedule& s_;
+  const CostModel& c_;
+  const int pp_;
+  bool has_mpipe_ = false;
+  std::vector<char> received_;  // micro -> rank 0 received its preprocess output
+  std::vector<int> offset_;     // global index of (rank, position) = offset_[rank] + position
+  std::vector<int> link_;       // p2p: FIFO partner's global index; collective: sequence number
+  std::vector<double> arrival_;  // per posted send: when its data reaches the receiver
+  std::vector<char> posted_;
+  std::vector<int> coll_arrived_;
+  std::vector<double> coll_start_;
+  std::vector<RankState> rank_;
+  std::vector<int> work_;
+  SimulationReport report_;
+};
+
+}  // namespace
+
+SimulationReport simulate(const Schedule& s, const CostModel& costs) { return Simulator(s, costs).run(); }
+
+}  // namespace hp::schedule
