@@ -27,8 +27,8 @@ constexpr double kRowGap = 8;
 constexpr double kFontSize = 11;
 constexpr double kCharW = 6.6;   // average glyph advance at kFontSize, for fitting labels
 constexpr double kMinPlotW = 640;
-constexpr double kMaxPlotW = 2400;
-constexpr double kPxPerSlot = 26;  // the shortest box gets about this many pixels
+constexpr double kMaxPlotW = 2000;
+constexpr double kPxPerSlot = 22;  // the shortest box gets about this many pixels
 
 struct Rgb {
   double r, g, b;
@@ -222,6 +222,12 @@ std::string render_svg(const Schedule& s, const SimulationReport& r) {
       if (hatched(k)) o += "<rect class=\"hatch\" " + geom + " fill=\"url(#hatch)\"/>\n";
       const std::string label = box_text(a);
       if (w >= label.size() * kCharW + 4) {
+        // Hatching behind a label makes it hard to read: give it a solid chip.
+        if (hatched(k)) {
+          const double cw = std::min(w - 2, label.size() * kCharW + 4);
+          o += "<rect x=\"" + px(x + (w - cw) / 2) + "\" y=\"" + px(y + kRowH / 2 - 7) + "\" width=\"" + px(cw) +
+               "\" height=\"14\" fill=\"" + hex(c) + "\"/>\n";
+        }
         o += "<text x=\"" + px(x + w / 2) + "\" y=\"" + px(y + kRowH / 2 + 4) + "\" text-anchor=\"middle\" fill=\"" +
              text_colour(c) + "\">" + esc(label) + "</text>\n";
       }
