@@ -1,0 +1,183 @@
+#include "model/gpt.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/modules/container/moduledict.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "model/layers.hpp"
+
+namespace hp::model {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string shape_text(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) s += ", ";
+    s += std::to_string(t.size(d));
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+std::uint64_t fnv1a64(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+torch::Tensor initial_parameter_value(const std::string& name, at::IntArrayRef shape,
+                                      const TransformerConfig& config) {
+  const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
+  if (ends_with(name, "norm.weight")) return at::ones(shape, opts);
+  if (ends_with(name, ".bias")) return at::zeros(shape, opts);
+  double std_dev = config.init_std;
+  if (ends_with(name, "attention.proj.weight") || ends_with(name, "mlp.fc2.weight")) {
+    std_dev /= std::sqrt(2.0 * config.num_layers);
+  }
+  auto gen = at::detail::createCPUGenerator(config.seed ^ fnv1a64(name));
+  auto value = at::empty(shape, at::TensorOptions().dtype(at::kDouble));
+  value.normal_(0.0, std_dev, gen);
+  return value.to(opts.dtype());
+}
+
+GPTChunk::GPTChunk(const TransformerConfig& config, const Partition& partition, int stage)
+    : config_(config), stage_(stage) {
+  config.validate();
+  if (partition.num_layers() != config.num_layers) {
+    fail("the partition (" + partition.describe() + ") splits " +
+         std::to_string(partition.num_layers()) + " layers but --layers is " +
+         std::to_string(config.num_layers));
+  }
+  if (stage < 0 || stage >= partition.num_stages()) {
+    fail("stage " + std::to_string(stage) + " is out of range: the partition has " +
+         std::to_string(partition.num_stages()) + " stages (--pp " +
+         std::to_string(partition.pp()) + " x --vpp " + std::to_string(partition.vpp()) + ")");
+  }
+  first_ = partition.is_first(stage);
+  last_ = partition.is_last(stage);
+  layer_begin_ = partition.begin(stage);
+  layer_end_ = partition.end(stage);
+
+  const auto dtype = to_scalar_type(config.dtype);
+  if (first_ || (last_ && config.tie_embeddings)) {
+    auto embedding = register_module("embedding", std::make_shared<torch::nn::Module>("embedding"));
+    word_ = embedding->register_module(
+        "word", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, dtype));
+    if (first_) {
+      position_ = embedding->register_module(
+          "position", std::make_shared<Embedding>(config.max_seq_len, config.hidden_size, dtype));
+    }
+  }
+  auto layers = register_module("layers", torch::nn::ModuleDict());
+  for (int i = layer_begin_; i < layer_end_; ++i) {
+    auto block = std::make_shared<TransformerBlock>(config);
+    layers->update({{std::to_string(i), block}});
+    blocks_.push_back(block);
+  }
+  if (last_) {
+    final_norm_ = register_module(
+        "final_norm", std::make_shared<LayerNorm>(config.hidden_size, config.layernorm_eps, dtype));
+    if (!config.tie_embeddings) {
+      lm_head_ = register_module(
+          "lm_head", std::make_shared<Linear>(config.hidden_size, config.vocab_size, false, dtype));
+    }
+  }
+
+  at::NoGradGuard no_grad;
+  for (auto& item : named_parameters(/*recurse=*/true)) {
+    item.value().copy_(initial_parameter_value(item.key(), item.value().sizes(), config_));
+  }
+}
+
+torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
+  const std::string where = "GPTChunk stage " + std::to_string(stage_) + ": ";
+  if (!input.defined()) fail(where + "input is an undefined tensor");
+  torch::Tensor x;
+  if (first_) {
+    if (input.scalar_type() != at::kLong || input.dim() != 2) {
+      fail(where + "the first stage takes int64 token ids [batch, seq], got " +
+           std::string(c10::toString(input.scalar_type())) + " " + shape_text(input));
+    }
+    const int64_t seq = input.size(1);
+    if (seq < 1 || seq > config_.max_seq_len) {
+      fail(where + "sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+           std::to_string(config_.max_seq_len));
+    }
+    if (input.numel() > 0) {
+      const int64_t lo = input.min().item<int64_t>(), hi = input.max().item<int64_t>();
+      if (lo < 0 || hi >= config_.vocab_size) {
+        fail(where + "token ids must lie in [0, --vocab " + std::to_string(config_.vocab_size) +
+             "), got values in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      }
+    }
+    x = word_->forward(input) + position_->weight.narrow(0, 0, seq);
+  } else {
+    const auto dtype = to_scalar_type(config_.dtype);
+    if (input.dim() != 3 || input.size(2) != config_.hidden_size ||
+        input.scalar_type() != dtype) {
+      fail(where + "expects hidden states " + std::string(c10::toString(dtype)) +
+           " [batch, seq, " + std::to_string(config_.hidden_size) +
+           "] (--dtype, --hidden), got " + std::string(c10::toString(input.scalar_type())) + " " +
+           shape_text(input));
+    }
+    const int64_t seq = input.size(1);
+    if (seq < 1 || seq > config_.max_seq_len) {
+      fail(where + "sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+           std::to_string(config_.max_seq_len));
+    }
+    x = input;
+  }
+  for (auto& block : blocks_) x = block->forward(x);
+  if (last_) {
+    x = final_norm_->forward(x);
+    x = lm_head_ ? lm_head_->forward(x) : at::linear(x, word_->weight);
+  }
+  // An empty middle stage: return a graph-connected copy, never the input itself.
+  if (x.is_same(input)) x = input.clone();
+  return x;
+}
+
+std::vector<std::string> GPTChunk::tied_parameter_names() const {
+  if (config_.tie_embeddings && first_ != last_) return {"embedding.word.weight"};
+  return {};
+}
+
+std::vector<std::shared_ptr<GPTChunk>> build_gpt_chunks(const TransformerConfig& config,
+                                                        const Partition& partition) {
+  std::vector<std::shared_ptr<GPTChunk>> chunks;
+  chunks.reserve(partition.num_stages());
+  for (int s = 0; s < partition.num_stages(); ++s) {
+    chunks.push_back(std::make_shared<GPTChunk>(config, partition, s));
+  }
+  return chunks;
+}
+
+std::vector<std::shared_ptr<GPTChunk>> build_rank_chunks(const TransformerConfig& config,
+                                                         const Partition& partition, int rank) {
+  std::vector<std::shared_ptr<GPTChunk>> chunks;
+  chunks.reserve(partition.vpp());
+  for (int c = 0; c < partition.vpp(); ++c) {
+    chunks.push_back(std::make_shared<GPTChunk>(config, partition, partition.stage(rank, c)));
+  }
+  return chunks;
+}
+
+std::shared_ptr<GPTChunk> build_reference_gpt(const TransformerConfig& config) {
+  config.validate();
+  return std::make_shared<GPTChunk>(config, Partition::even(config.num_layers, 1, 1), 0);
+}
+
+}  // namespace hp::model

@@ -1,0 +1,104 @@
+// GPT split into pipeline chunks.
+//
+// A GPTChunk is the part of one GPT that one global pipeline stage holds:
+//   stage 0 (is_first): token + position embeddings   ("embedding.word", "embedding.position")
+//   every stage:        its layers [begin, end) of the Partition ("layers.<global index>")
+//   last stage:         final LayerNorm + LM head      ("final_norm", "lm_head")
+// Parameter names are global and identical for every layout, so the union of
+// named_parameters() over all chunks of any partition equals the names of the
+// single-chunk reference model, and checkpoints load into any layout:
+//   embedding.word.weight  embedding.position.weight
+//   layers.<i>.{attn_norm,mlp_norm}.{weight,bias}
+//   layers.<i>.attention.{qkv,proj}.{weight,bias}  layers.<i>.mlp.{fc1,fc2}.{weight,bias}
+//   final_norm.{weight,bias}  lm_head.weight (absent with tie_embeddings)
+// With tie_embeddings the last stage holds its own copy of embedding.word.weight
+// (same name, same initial value) and uses it as the head; the runtime must sum
+// that parameter's gradient over the first and last stage (tied_parameter_names).
+//
+// Initial values depend only on (config.seed, global name, shape, init_std,
+// num_layers), never on the layout (initial_parameter_value).
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/partition.hpp"
+#include "model/transformer_config.hpp"
+
+namespace hp::model {
+
+class Embedding;
+class LayerNorm;
+class Linear;
+class TransformerBlock;
+
+class GPTChunk : public torch::nn::Module {
+ public:
+  // Validates config (TransformerConfig::validate), checks that the partition
+  // splits config.num_layers layers and that stage is one of its stages; throws
+  // std::invalid_argument otherwise. Parameters get their initial values.
+  GPTChunk(const TransformerConfig& config, const Partition& partition, int stage);
+
+  // Batch-first, any seq length 1..max_seq_len (it may change between calls):
+  //   first stage:  int64 token ids [batch, seq] in [0, vocab) -> hidden [batch, seq, hidden]
+  //   middle stage: hidden [batch, seq, hidden] (config dtype)  -> hidden
+  //   last stage:   hidden -> logits [batch, seq, vocab]; first and last: tokens -> logits.
+  // The output is always a new tensor, never the input or a view of it (an empty
+  // middle stage returns a graph-connected copy), so a sent output can be
+  // pseudo-deallocated. Bad input throws std::invalid_argument.
+  torch::Tensor forward(const torch::Tensor& input);
+
+  int stage() const { return stage_; }
+  bool is_first() const { return first_; }
+  bool is_last() const { return last_; }
+  int layer_begin() const { return layer_begin_; }
+  int layer_end() const { return layer_end_; }
+  const TransformerConfig& config() const { return config_; }
+
+  // Names of this chunk's parameters that have a copy in another stage and whose
+  // gradients must be summed over the holders (first and last stage) after the
+  // backward pass and before the optimizer step: {"embedding.word.weight"} when
+  // tie_embeddings is on and this chunk is the first or the last stage but not
+  // both (then the head uses the one parameter directly); empty otherwise.
+  std::vector<std::string> tied_parameter_names() const;
+
+ private:
+  TransformerConfig config_;
+  int stage_;
+  bool first_;
+  bool last_;
+  int layer_begin_;
+  int layer_end_;
+  std::shared_ptr<Embedding> word_;      // first stage, or last stage with tied embeddings
+  std::shared_ptr<Embedding> position_;  // first stage
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<LayerNorm> final_norm_;  // last stage
+  std::shared_ptr<Linear> lm_head_;        // last stage without tied embeddings
+};
+
+// The deterministic initial value of the parameter with this global name and
+// shape, in config.dtype: LayerNorm weights (*norm.weight) ones, biases zeros,
+// every other weight normal(0, init_std) drawn in double from a CPU generator
+// seeded with config.seed ^ fnv1a64(name); output projections
+// (attention.proj.weight, mlp.fc2.weight) use init_std / sqrt(2 * num_layers),
+// as in GPT-2.
+torch::Tensor initial_parameter_value(const std::string& name, at::IntArrayRef shape,
+                                      const TransformerConfig& config);
+
+// 64-bit FNV-1a hash (the per-parameter seed mix).
+std::uint64_t fnv1a64(const std::string& text);
+
+// Every chunk of a partition, indexed by global stage.
+std::vector<std::shared_ptr<GPTChunk>> build_gpt_chunks(const TransformerConfig& config,
+                                                        const Partition& partition);
+// The chunks one pipeline rank holds, indexed by chunk (stage = chunk * pp + rank).
+std::vector<std::shared_ptr<GPTChunk>> build_rank_chunks(const TransformerConfig& config,
+                                                         const Partition& partition, int rank);
+// The single-process reference: pp = 1, vpp = 1, one chunk holding the whole
+// model (tokens -> logits); what distributed runs are compared against.
+std::shared_ptr<GPTChunk> build_reference_gpt(const TransformerConfig& config);
+
+}  // namespace hp::model

@@ -1,0 +1,85 @@
+#include "model/layers.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace hp::model {
+
+c10::ScalarType to_scalar_type(DType d) {
+  return d == DType::Float64 ? c10::kDouble : c10::kFloat;
+}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias,
+               c10::ScalarType dtype) {
+  const auto opts = at::TensorOptions().dtype(dtype);
+  weight = register_parameter("weight", at::zeros({out_features, in_features}, opts));
+  if (with_bias) bias = register_parameter("bias", at::zeros({out_features}, opts));
+}
+
+torch::Tensor Linear::forward(const torch::Tensor& x) { return at::linear(x, weight, bias); }
+
+LayerNorm::LayerNorm(int64_t dim, double eps, c10::ScalarType dtype) : dim_(dim), eps_(eps) {
+  const auto opts = at::TensorOptions().dtype(dtype);
+  weight = register_parameter("weight", at::ones({dim}, opts));
+  bias = register_parameter("bias", at::zeros({dim}, opts));
+}
+
+torch::Tensor LayerNorm::forward(const torch::Tensor& x) {
+  return at::layer_norm(x, {dim_}, weight, bias, eps_);
+}
+
+Embedding::Embedding(int64_t num, int64_t dim, c10::ScalarType dtype) {
+  weight = register_parameter("weight", at::zeros({num, dim}, at::TensorOptions().dtype(dtype)));
+}
+
+torch::Tensor Embedding::forward(const torch::Tensor& ids) { return at::embedding(weight, ids); }
+
+CausalSelfAttention::CausalSelfAttention(const TransformerConfig& config)
+    : heads_(config.num_attention_heads), head_dim_(config.head_dim()) {
+  const auto dtype = to_scalar_type(config.dtype);
+  const int64_t hidden = config.hidden_size;
+  qkv_ = register_module("qkv", std::make_shared<Linear>(hidden, 3 * hidden, true, dtype));
+  proj_ = register_module("proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
+}
+
+torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
+  const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2);
+  // [batch, seq, 3, heads, head_dim] -> [3, batch, heads, seq, head_dim]
+  const auto qkv =
+      qkv_->forward(x).view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  const auto q = qkv[0], k = qkv[1], v = qkv[2];
+  auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
+  const auto future = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  const auto y = at::matmul(at::softmax(scores, -1), v);  // [batch, heads, seq, head_dim]
+  return proj_->forward(y.transpose(1, 2).reshape({batch, seq, hidden}));
+}
+
+MLP::MLP(const TransformerConfig& config) {
+  const auto dtype = to_scalar_type(config.dtype);
+  fc1_ = register_module(
+      "fc1", std::make_shared<Linear>(config.hidden_size, config.ffn_hidden(), true, dtype));
+  fc2_ = register_module(
+      "fc2", std::make_shared<Linear>(config.ffn_hidden(), config.hidden_size, true, dtype));
+}
+
+torch::Tensor MLP::forward(const torch::Tensor& x) {
+  return fc2_->forward(at::gelu(fc1_->forward(x)));
+}
+
+TransformerBlock::TransformerBlock(const TransformerConfig& config) {
+  const auto dtype = to_scalar_type(config.dtype);
+  attn_norm_ = register_module(
+      "attn_norm", std::make_shared<LayerNorm>(config.hidden_size, config.layernorm_eps, dtype));
+  attention_ = register_module("attention", std::make_shared<CausalSelfAttention>(config));
+  mlp_norm_ = register_module(
+      "mlp_norm", std::make_shared<LayerNorm>(config.hidden_size, config.layernorm_eps, dtype));
+  mlp_ = register_module("mlp", std::make_shared<MLP>(config));
+}
+
+torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
+  const auto h = x + attention_->forward(attn_norm_->forward(x));
+  return h + mlp_->forward(mlp_norm_->forward(h));
+}
+
+}  // namespace hp::model

@@ -1,0 +1,93 @@
+// Transformer building blocks as LibTorch modules, batch-first ([batch, seq, ...]).
+//
+// Parameters are registered under short local names ("weight", "qkv", ...), so a
+// block registered as "layers" / "7" has global names like
+// "layers.7.attention.qkv.weight". Construction creates parameters with a
+// fixed placeholder value (zeros; ones for LayerNorm weights) and never touches
+// the global RNG; the owning model sets the real initial values by global name
+// (see initial_parameter_value in gpt.hpp). No dropout: runs are deterministic.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include "model/transformer_config.hpp"
+
+namespace hp::model {
+
+c10::ScalarType to_scalar_type(DType d);
+
+// y = x W^T (+ b). weight [out, in], bias [out].
+class Linear : public torch::nn::Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool with_bias, c10::ScalarType dtype);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::Tensor weight;
+  torch::Tensor bias;  // undefined when with_bias is false
+};
+
+// LayerNorm over the last dimension with elementwise affine weight and bias.
+class LayerNorm : public torch::nn::Module {
+ public:
+  LayerNorm(int64_t dim, double eps, c10::ScalarType dtype);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::Tensor weight;
+  torch::Tensor bias;
+
+ private:
+  int64_t dim_;
+  double eps_;
+};
+
+// Lookup table: weight [num, dim]; forward(int64 ids [...]) -> [..., dim].
+class Embedding : public torch::nn::Module {
+ public:
+  Embedding(int64_t num, int64_t dim, c10::ScalarType dtype);
+  torch::Tensor forward(const torch::Tensor& ids);
+
+  torch::Tensor weight;
+};
+
+// Causal multi-head self-attention: fused "qkv" projection [hidden -> 3*hidden],
+// softmax(q k^T / sqrt(head_dim)) with future positions masked, "proj" output
+// projection. [batch, seq, hidden] -> [batch, seq, hidden]; any seq length.
+class CausalSelfAttention : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttention(const TransformerConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  int64_t heads_;
+  int64_t head_dim_;
+  std::shared_ptr<Linear> qkv_;
+  std::shared_ptr<Linear> proj_;
+};
+
+// "fc1" [hidden -> ffn_hidden], exact GELU, "fc2" [ffn_hidden -> hidden].
+class MLP : public torch::nn::Module {
+ public:
+  explicit MLP(const TransformerConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  std::shared_ptr<Linear> fc1_;
+  std::shared_ptr<Linear> fc2_;
+};
+
+// Pre-norm block: x + attention(attn_norm(x)), then h + mlp(mlp_norm(h)).
+// Submodules: attn_norm, attention, mlp_norm, mlp. Returns a new tensor (never
+// a view of its input).
+class TransformerBlock : public torch::nn::Module {
+ public:
+  explicit TransformerBlock(const TransformerConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  std::shared_ptr<LayerNorm> attn_norm_;
+  std::shared_ptr<CausalSelfAttention> attention_;
+  std::shared_ptr<LayerNorm> mlp_norm_;
+  std::shared_ptr<MLP> mlp_;
+};
+
+}  // namespace hp::model

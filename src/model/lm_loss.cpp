@@ -1,0 +1,51 @@
+#include "model/lm_loss.hpp"
+
+#include <ATen/ops/cross_entropy_loss.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace hp::model {
+
+namespace {
+
+std::string shape_text(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) s += ", ";
+    s += std::to_string(t.size(d));
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
+  if (!logits.defined() || !labels.defined()) {
+    throw std::invalid_argument("lm_loss: logits and labels must be defined tensors");
+  }
+  if (logits.dim() != 3 || !at::isFloatingType(logits.scalar_type())) {
+    throw std::invalid_argument("lm_loss: logits must be floating [batch, seq, vocab], got " +
+                                shape_text(logits));
+  }
+  if (labels.scalar_type() != at::kLong || labels.dim() != 2 ||
+      labels.size(0) != logits.size(0) || labels.size(1) != logits.size(1)) {
+    throw std::invalid_argument("lm_loss: labels must be int64 [batch, seq] = [" +
+                                std::to_string(logits.size(0)) + ", " +
+                                std::to_string(logits.size(1)) + "] to match the logits, got " +
+                                std::string(c10::toString(labels.scalar_type())) + " " +
+                                shape_text(labels));
+  }
+  const int64_t vocab = logits.size(2);
+  if (labels.numel() > 0) {
+    const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
+    if (lo < 0 || hi >= vocab) {
+      throw std::invalid_argument("lm_loss: labels must lie in [0, " + std::to_string(vocab) +
+                                  ") (the logits' vocabulary, --vocab), got values in [" +
+                                  std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+  }
+  return at::cross_entropy_loss(logits.reshape({-1, vocab}), labels.reshape({-1}));
+}
+
+}  // namespace hp::model

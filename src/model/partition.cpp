@@ -1,0 +1,137 @@
+#include "model/partition.hpp"
+
+#include <stdexcept>
+
+namespace hp::model {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+
+void check_degrees(int pp, int vpp) {
+  if (pp < 1) fail("--pp must be at least 1, got " + std::to_string(pp));
+  if (vpp < 1) fail("--vpp must be at least 1, got " + std::to_string(vpp));
+}
+
+std::string stages_text(int pp, int vpp) {
+  return std::to_string(pp * vpp) + " stages (--pp " + std::to_string(pp) + " x --vpp " +
+         std::to_string(vpp) + ")";
+}
+
+}  // namespace
+
+Partition::Partition(int pp, int vpp, std::vector<int> counts)
+    : pp_(pp), vpp_(vpp), num_layers_(0), counts_(std::move(counts)) {
+  begins_.reserve(counts_.size() + 1);
+  for (int c : counts_) {
+    begins_.push_back(num_layers_);
+    num_layers_ += c;
+  }
+  begins_.push_back(num_layers_);
+}
+
+Partition Partition::even(int num_layers, int pp, int vpp) {
+  check_degrees(pp, vpp);
+  if (num_layers < 1) fail("--layers must be a positive integer, got " + std::to_string(num_layers));
+  const int stages = pp * vpp;
+  if (num_layers < stages) {
+    fail("--layers " + std::to_string(num_layers) + " cannot be split over " +
+         stages_text(pp, vpp) + ": give at least " + std::to_string(stages) +
+         " layers or per-stage counts (--layers-per-stage)");
+  }
+  std::vector<int> counts(stages, num_layers / stages);
+  for (int s = 0; s < num_layers % stages; ++s) ++counts[s];
+  return Partition(pp, vpp, std::move(counts));
+}
+
+Partition Partition::from_counts(int num_layers, int pp, int vpp, std::vector<int> counts) {
+  check_degrees(pp, vpp);
+  if (num_layers < 1) fail("--layers must be a positive integer, got " + std::to_string(num_layers));
+  const int stages = pp * vpp;
+  if (static_cast<int>(counts.size()) != stages) {
+    fail("--layers-per-stage has " + std::to_string(counts.size()) + " counts but there are " +
+         stages_text(pp, vpp) + ": give one count per stage, in global stage order");
+  }
+  long long sum = 0;
+  for (std::size_t s = 0; s < counts.size(); ++s) {
+    if (counts[s] < 0) {
+      fail("--layers-per-stage: stage " + std::to_string(s) + " has " +
+           std::to_string(counts[s]) + " layers; counts must be >= 0 (0 = empty stage)");
+    }
+    sum += counts[s];
+  }
+  if (sum != num_layers) {
+    fail("--layers-per-stage sums to " + std::to_string(sum) + " but --layers is " +
+         std::to_string(num_layers) + ": the counts must add up to the number of layers");
+  }
+  return Partition(pp, vpp, std::move(counts));
+}
+
+void Partition::check_stage(int stage) const {
+  if (stage < 0 || stage >= num_stages()) {
+    fail("stage " + std::to_string(stage) + " is out of range: the partition has " +
+         stages_text(pp_, vpp_) + ", numbered 0.." + std::to_string(num_stages() - 1));
+  }
+}
+
+int Partition::stage(int rank, int chunk) const {
+  if (rank < 0 || rank >= pp_) {
+    fail("rank " + std::to_string(rank) + " is out of range for --pp " + std::to_string(pp_));
+  }
+  if (chunk < 0 || chunk >= vpp_) {
+    fail("chunk " + std::to_string(chunk) + " is out of range for --vpp " + std::to_string(vpp_));
+  }
+  return chunk * pp_ + rank;
+}
+
+int Partition::rank_of(int stage) const {
+  check_stage(stage);
+  return stage % pp_;
+}
+
+int Partition::chunk_of(int stage) const {
+  check_stage(stage);
+  return stage / pp_;
+}
+
+int Partition::begin(int stage) const {
+  check_stage(stage);
+  return begins_[stage];
+}
+
+int Partition::end(int stage) const {
+  check_stage(stage);
+  return begins_[stage + 1];
+}
+
+bool Partition::is_first(int stage) const {
+  check_stage(stage);
+  return stage == 0;
+}
+
+bool Partition::is_last(int stage) const {
+  check_stage(stage);
+  return stage == num_stages() - 1;
+}
+
+int Partition::stage_of_layer(int layer) const {
+  if (layer < 0 || layer >= num_layers_) {
+    fail("layer " + std::to_string(layer) + " is out of range: --layers is " +
+         std::to_string(num_layers_));
+  }
+  for (int s = 0; s < num_stages(); ++s) {
+    if (layer < begins_[s + 1]) return s;
+  }
+  return num_stages() - 1;  // unreachable: begins_.back() == num_layers_
+}
+
+std::string Partition::describe() const {
+  std::string out = "pp=" + std::to_string(pp_) + " vpp=" + std::to_string(vpp_) + " layers=[";
+  for (std::size_t s = 0; s < counts_.size(); ++s) {
+    if (s) out += ",";
+    out += std::to_string(counts_[s]);
+  }
+  return out + "]";
+}
+
+}  // namespace hp::model

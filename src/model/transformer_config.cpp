@@ -1,0 +1,79 @@
+#include "model/transformer_config.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace hp::model {
+
+std::string_view dtype_name(DType d) {
+  switch (d) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+  }
+  return "unknown";
+}
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  if (name == "float32" || name == "fp32" || name == "float") return DType::Float32;
+  if (name == "float64" || name == "fp64" || name == "double") return DType::Float64;
+  return std::nullopt;
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+
+void require_positive(const char* flag, long long value) {
+  if (value <= 0) {
+    fail(std::string(flag) + " must be a positive integer, got " + std::to_string(value));
+  }
+}
+
+}  // namespace
+
+void TransformerConfig::validate() const {
+  require_positive("--layers", num_layers);
+  require_positive("--hidden", hidden_size);
+  require_positive("--heads", num_attention_heads);
+  require_positive("--vocab", vocab_size);
+  require_positive("--seq-len", max_seq_len);
+  if (hidden_size % num_attention_heads != 0) {
+    fail("--heads " + std::to_string(num_attention_heads) + " must divide --hidden " +
+         std::to_string(hidden_size) + " (each head gets hidden / heads channels)");
+  }
+  if (ffn_hidden_size < 0) {
+    fail("--ffn-hidden must be a positive integer, or 0 for 4 x --hidden; got " +
+         std::to_string(ffn_hidden_size));
+  }
+  if (dropout != 0.0) {
+    std::ostringstream os;
+    os << "--dropout must be 0 (hyperpipe runs are deterministic), got " << dropout;
+    fail(os.str());
+  }
+  if (!(layernorm_eps > 0.0) || !std::isfinite(layernorm_eps)) {
+    std::ostringstream os;
+    os << "--layernorm-eps must be a finite number > 0, got " << layernorm_eps;
+    fail(os.str());
+  }
+  if (!(init_std > 0.0) || !std::isfinite(init_std)) {
+    std::ostringstream os;
+    os << "--init-std must be a finite number > 0, got " << init_std;
+    fail(os.str());
+  }
+  if (dtype != DType::Float32 && dtype != DType::Float64) {
+    fail("--dtype must be float32 or float64");
+  }
+}
+
+std::string TransformerConfig::describe() const {
+  std::ostringstream os;
+  os << "--layers " << num_layers << " --hidden " << hidden_size << " --heads "
+     << num_attention_heads << " --ffn-hidden " << ffn_hidden() << " --vocab " << vocab_size
+     << " --seq-len " << max_seq_len << " --tie-embeddings " << (tie_embeddings ? "true" : "false")
+     << " --dropout " << dropout << " --layernorm-eps " << layernorm_eps << " --init-std "
+     << init_std << " --seed " << seed << " --dtype " << dtype_name(dtype);
+  return os.str();
+}
+
+}  // namespace hp::model

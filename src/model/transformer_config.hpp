@@ -1,0 +1,50 @@
+// TransformerConfig: the shape and initialisation of a GPT-style decoder.
+//
+// Plain data, free of LibTorch, so the CLI, the planner and the runtime can
+// build, print and validate it cheaply. Field names follow the command-line
+// flags (num_layers <-> --layers, hidden_size <-> --hidden, ...); validate()
+// reports problems in terms of those flags.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hp::model {
+
+// Parameter / activation precision. Float64 is what the correctness tests use.
+enum class DType : std::uint8_t { Float32, Float64 };
+
+std::string_view dtype_name(DType d);                         // "float32", "float64"
+std::optional<DType> dtype_from_name(std::string_view name);  // also accepts "fp32"/"fp64"
+
+// Contract: after validate() succeeds, every derived quantity below is positive
+// and hidden_size % num_attention_heads == 0. Construction never validates, so a
+// config can be filled field by field from TOML and command-line overrides.
+struct TransformerConfig {
+  int num_layers = 8;           // --layers: transformer blocks in the whole model
+  int hidden_size = 64;         // --hidden: residual width
+  int num_attention_heads = 4;  // --heads: must divide hidden_size
+  int ffn_hidden_size = 0;      // --ffn-hidden: MLP inner width; 0 means 4 * hidden_size
+  int vocab_size = 256;         // --vocab
+  int max_seq_len = 64;         // --seq-len: longest sequence (size of the position table)
+  bool tie_embeddings = false;  // --tie-embeddings: the LM head reuses the word embedding
+  double dropout = 0.0;         // --dropout: must stay 0 (runs are bitwise deterministic)
+  double layernorm_eps = 1e-5;  // --layernorm-eps
+  double init_std = 0.02;       // --init-std: std of the normal weight init
+  std::uint64_t seed = 1234;    // --seed: with a parameter's name, fixes its initial value
+  DType dtype = DType::Float32; // --dtype: float32 | float64
+
+  // Throws std::invalid_argument naming the offending flag and what is allowed.
+  void validate() const;
+
+  // ffn_hidden_size, or 4 * hidden_size when it is 0.
+  int ffn_hidden() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
+  int head_dim() const { return hidden_size / num_attention_heads; }
+
+  // One line, flag style: "--layers 8 --hidden 64 ...", for logs.
+  std::string describe() const;
+};
+
+}  // namespace hp::model
