@@ -99,6 +99,24 @@ bool looks_like_gpipe(const Schedule& s) {
   return true;
 }
 
+// Interleaved 1F1B with one chunk per rank warms up min(2(PP-1-r), MB) deep,
+// 1F1B only min(PP-1-r, MB): some rank runs more forwards before its first
+// backward than 1F1B would. (When MB is so small that no rank does, the
+// compute orders coincide and 1F1B is the answer.)
+bool looks_like_interleaved(const Schedule& s) {
+  const int pp = s.pp(), mb = s.options.micro_batches;
+  for (int r = 0; r < pp; ++r) {
+    int before_first_bwd = 0;
+    for (const Action& a : s.ranks[r]) {
+      if (a.type == ActionType::BWD) break;
+      if (a.type == ActionType::FWD) ++before_first_bwd;
+    }
+    const int warmup = std::min(pp - 1 - r, mb);
+    if (before_first_bwd > warmup + (warmup < mb ? 1 : 0)) return true;
+  }
+  return false;
+}
+
 // "min" puts every overflow micro (m >= NT) on rank 0, inline right before
 // FWD(0, m); "full" spreads them round-robin and runs each owner's transposed
 // forwards in its prefix, before the body. Ownership alone decides whenever
@@ -297,6 +315,8 @@ void infer_options(Schedule& s) {
     s.options.kind = ScheduleKind::NoPipelining;
   } else if (looks_like_gpipe(s)) {
     s.options.kind = ScheduleKind::GPipe;
+  } else if (looks_like_interleaved(s)) {
+    s.options.kind = ScheduleKind::Interleaved;
   } else {
     s.options.kind = ScheduleKind::OneFOneB;
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/generate.hpp"
 #include "schedule/schedule_io.hpp"
 
 namespace hp::schedule {
@@ -247,7 +248,9 @@ TEST(RenderTrace, MPipeCategories) {
     if (name == "0MPIPE_PARAM_BROADCAST") want = "collective";
     if (name == "0MPIPE_TRANSPOSE_FWD0" || name == "0MPIPE_TRANSPOSE_BWD1") want = "mpipe";
     if (name == "0MPIPE_FWD_SEND1@0") want = "send";
-    if (!want.empty()) EXPECT_EQ(e.at("cat"), want) << name;
+    if (!want.empty()) {
+      EXPECT_EQ(e.at("cat"), want) << name;
+    }
   }
 }
 
@@ -309,6 +312,86 @@ TEST(RenderReport, JsonSummary) {
   EXPECT_DOUBLE_EQ(doc.at("ranks")[0].at("idle").get<double>(), 3.0);
   EXPECT_EQ(doc.at("ranks")[0].at("peak_activations"), 2);
   EXPECT_EQ(doc.at("ranks")[1].at("peak_activations"), 1);
+}
+
+// Generated and simulated schedules: every drawn action appears once in each
+// picture, whatever the layout.
+TEST(RenderGenerated, EveryPictureShowsEveryComputeAction) {
+  struct Case {
+    ScheduleKind kind;
+    int pp, vpp, mb;
+    bool owner;
+  };
+  const Case cases[] = {{ScheduleKind::OneFOneB, 4, 1, 8, false},
+                        {ScheduleKind::Interleaved, 4, 2, 8, false},
+                        {ScheduleKind::MPipe, 4, 1, 8, false},
+                        {ScheduleKind::MPipe, 4, 2, 6, true},
+                        {ScheduleKind::GPipe, 3, 1, 5, false}};
+  CostModel costs;
+  costs.pre_f = 0.5;
+  costs.pre_b = 0.5;
+  costs.broadcast_bytes = 1;
+  costs.broadcast_bw = 4;
+  for (const Case& c : cases) {
+    ScheduleOptions o;
+    o.kind = c.kind;
+    o.pp = c.pp;
+    o.vpp = c.vpp;
+    o.micro_batches = c.mb;
+    o.mpipe.owner_backward = c.owner;
+    SCOPED_TRACE(std::string(kind_name(c.kind)) + " pp=" + std::to_string(c.pp) + " v=" + std::to_string(c.vpp));
+    const Schedule s = generate(o);
+    const SimulationReport r = simulate(s, costs);
+    int drawn = 0, actions = 0;
+    for (const RankReport& rr : r.ranks) {
+      for (const TimedAction& t : rr.timeline) {
+        ++actions;
+        const bool compute_like = is_compute(t.action.type) || t.action.type == ActionType::MPIPE_TRANSPOSE_FWD ||
+                                  t.action.type == ActionType::MPIPE_TRANSPOSE_BWD ||
+                                  t.action.type == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD ||
+                                  is_collective(t.action.type);
+        if (compute_like && t.end > t.start) ++drawn;
+      }
+    }
+    const std::string svg = render_svg(s, r);
+    EXPECT_EQ(xml_balance_error(svg), "");
+    EXPECT_EQ(count(svg, "<rect class=\"action\""), drawn);
+
+    const json trace = json::parse(render_chrome_trace(s, r));
+    int spans = 0, events = 0;
+    for (const json& e : trace.at("traceEvents")) {
+      if (e.at("ph") == "M") continue;
+      ++events;
+      if (e.at("ph") == "X") ++spans;
+    }
+    EXPECT_EQ(events, actions);
+    EXPECT_EQ(spans, drawn);  // the simulator gives communication no duration
+
+    const auto lines = lines_of(render_text_grid(s, r));
+    for (int rank = 0; rank < c.pp; ++rank)
+      EXPECT_EQ(lines[3 + rank].rfind("rank " + std::to_string(rank), 0), 0u) << lines[3 + rank];
+  }
+}
+
+// The textbook 1F1B picture: (MB + PP - 1)(F + B) slots of F = 1.
+TEST(RenderGenerated, OneFOneBGridHasTheTextbookWidth) {
+  ScheduleOptions o;
+  o.kind = ScheduleKind::OneFOneB;
+  o.pp = 4;
+  o.vpp = 1;
+  o.micro_batches = 8;
+  const Schedule s = generate(o);
+  const auto lines = lines_of(render_text_grid(s, simulate(s, CostModel{})));
+  std::istringstream header(lines[2]);
+  std::string word;
+  header >> word;
+  EXPECT_EQ(word, "slot");
+  int slots = 0;
+  while (header >> word) EXPECT_EQ(word, std::to_string(slots++));
+  EXPECT_EQ(slots, 33);
+  // Rank 3 (no warmup) is busy from slot 3 to slot 26 without a gap.
+  EXPECT_EQ(lines[6].substr(8, 9), ".  .  .  ");
+  EXPECT_EQ(count(lines[6], "."), 3 + 6);
 }
 
 }  // namespace

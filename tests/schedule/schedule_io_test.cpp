@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "schedule/generate.hpp"
+
 namespace hp::schedule {
 namespace {
 
@@ -275,6 +277,95 @@ TEST(ScheduleIo, FromTextInfersOptions) {
   EXPECT_EQ(s.options.vpp, 1);
   EXPECT_EQ(s.options.micro_batches, 2);
   EXPECT_TRUE(s.options.mpipe.owner_backward);
+}
+
+std::vector<ScheduleOptions> generated_layouts() {
+  std::vector<ScheduleOptions> out;
+  auto add = [&](ScheduleKind k, int pp, int vpp, int mb) {
+    ScheduleOptions o;
+    o.kind = k;
+    o.pp = pp;
+    o.vpp = vpp;
+    o.micro_batches = mb;
+    out.push_back(o);
+    return &out.back();
+  };
+  for (int mb : {1, 2, 3, 4, 5, 8}) {
+    add(ScheduleKind::NoPipelining, 1, 1, mb);
+    for (int pp : {2, 3, 4}) {
+      add(ScheduleKind::GPipe, pp, 1, mb);
+      add(ScheduleKind::OneFOneB, pp, 1, mb);
+      for (int vpp : {1, 2, 3}) add(ScheduleKind::Interleaved, pp, vpp, mb);
+      for (int vpp : {1, 2}) {
+        for (Overflow ov : {Overflow::Full, Overflow::Min}) {
+          for (int variant = 0; variant < 4; ++variant) {
+            ScheduleOptions* o = add(ScheduleKind::MPipe, pp, vpp, mb);
+            o->mpipe.overflow = ov;
+            o->mpipe.transpose_layers = variant == 1 ? 0 : 2;
+            o->mpipe.owner_backward = variant == 2;
+            o->mpipe.frozen_preprocess = variant == 3;
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string describe(const ScheduleOptions& o) {
+  return std::string(kind_name(o.kind)) + " pp=" + std::to_string(o.pp) + " v=" + std::to_string(o.vpp) +
+         " mb=" + std::to_string(o.micro_batches) + " T=" + std::to_string(o.mpipe.transpose_layers) +
+         (o.mpipe.overflow == Overflow::Min ? " min" : " full") + (o.mpipe.owner_backward ? " owner" : "") +
+         (o.mpipe.frozen_preprocess ? " frozen" : "");
+}
+
+// Generated schedules round-trip exactly, and the layout read back
+// regenerates the very same actions: inference loses nothing the actions
+// carry (the layer count T is not in them, so T=2 comes back as 1).
+TEST(ScheduleIo, GeneratedSchedulesRoundTripAndRegenerate) {
+  int checked = 0;
+  for (const ScheduleOptions& o : generated_layouts()) {
+    SCOPED_TRACE(describe(o));
+    Schedule s;
+    try {
+      s = generate(o);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "generate failed: " << e.what();
+      continue;
+    }
+    const Schedule from_t = from_text(to_text(s));
+    const Schedule from_c = from_csv(to_csv(s));
+    ASSERT_EQ(from_t.ranks, s.ranks);
+    ASSERT_EQ(from_c.ranks, s.ranks);
+    const ScheduleOptions& in = from_c.options;
+    EXPECT_EQ(in.pp, o.pp);
+    EXPECT_EQ(in.vpp, o.vpp);
+    EXPECT_EQ(in.micro_batches, o.micro_batches);
+    EXPECT_EQ(in.kind == ScheduleKind::MPipe, o.kind == ScheduleKind::MPipe);
+    EXPECT_EQ(to_text(generate(in)), to_text(s)) << "inferred " << describe(in);
+    if (o.kind == ScheduleKind::MPipe) {
+      EXPECT_EQ(in.mpipe.transpose_layers, std::min(o.mpipe.transpose_layers, 1));
+      EXPECT_EQ(in.mpipe.owner_backward, o.mpipe.owner_backward);
+      EXPECT_EQ(in.mpipe.frozen_preprocess, o.mpipe.frozen_preprocess);
+      if (o.micro_batches > o.nt()) {
+        EXPECT_EQ(in.mpipe.overflow, o.mpipe.overflow);
+      }
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 300);
+}
+
+// Where the order differs, the kind comes back as generated.
+TEST(ScheduleIo, GeneratedKindsAreRecognised) {
+  for (ScheduleKind k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved}) {
+    ScheduleOptions o;
+    o.kind = k;
+    o.pp = 4;
+    o.vpp = 1;
+    o.micro_batches = 8;
+    EXPECT_EQ(from_csv(to_csv(generate(o))).options.kind, k) << kind_name(k);
+  }
 }
 
 }  // namespace
