@@ -20,7 +20,7 @@ using render_detail::fmt;
 using render_detail::is_drawn;
 
 constexpr double kLeft = 72;     // rank labels
-constexpr double kRight = 112;   // busy / peak column
+constexpr double kRight = 110;   // busy / peak column
 constexpr double kTop = 46;      // title
 constexpr double kRowH = 26;
 constexpr double kRowGap = 8;
@@ -192,6 +192,8 @@ std::string render_svg(const Schedule& s, const SimulationReport& r) {
   o += "<text x=\"" + px(kLeft) + "\" y=\"24\" font-size=\"14\" font-weight=\"bold\" fill=\"#1a1a1a\">" +
        esc(render_detail::title_line(s, r)) + "</text>\n";
 
+  o += "<text x=\"" + px(kLeft + plot_w + 10) + "\" y=\"" + px(kTop - 8) + "\" font-size=\"10\" fill=\"#666666\">busy | peak act.</text>\n";
+
   // Vertical grid lines at the ticks, under the rows' boxes.
   const double step = tick_step(span, static_cast<int>(plot_w / 90));
   std::vector<double> ticks;
@@ -241,8 +243,8 @@ std::string render_svg(const Schedule& s, const SimulationReport& r) {
            "</title></line>\n";
     }
     const double busy = r.step_time > 0 ? 100.0 * rr.busy / r.step_time : 0.0;
-    o += "<text x=\"" + px(kLeft + plot_w + 10) + "\" y=\"" + px(y + kRowH / 2 + 4) + "\" fill=\"#444444\">busy " + fmt(busy, 0) +
-         "% | act " + std::to_string(rr.peak_activations) + "</text>\n";
+    o += "<text x=\"" + px(kLeft + plot_w + 10) + "\" y=\"" + px(y + kRowH / 2 + 4) + "\" fill=\"#444444\">" + fmt(busy, 0) +
+         "% | " + std::to_string(rr.peak_activations) + "</text>\n";
     o += "</g>\n";
   }
 
