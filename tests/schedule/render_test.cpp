@@ -171,6 +171,23 @@ TEST(RenderGrid, WideTimelinesAreTruncatedWithANote) {
   EXPECT_EQ(count(lines[3], "B0"), 399);
 }
 
+// Free compute (all costs zero) leaves nothing to draw; every renderer still
+// produces a valid picture rather than dividing by zero.
+TEST(RenderGrid, NothingToDraw) {
+  Fixture f = make({{{"0F0", 0, 0}, {"0B0", 0, 0}}}, 0);
+  f.report.bubble_fraction = 0;
+  EXPECT_NE(render_text_grid(f.schedule, f.report).find("no compute actions"), std::string::npos);
+  const std::string svg = render_svg(f.schedule, f.report);
+  EXPECT_EQ(xml_balance_error(svg), "");
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+  EXPECT_EQ(count(svg, "<rect class=\"action\""), 0);
+  const json trace = json::parse(render_chrome_trace(f.schedule, f.report));
+  int instants = 0;
+  for (const json& e : trace.at("traceEvents")) instants += e.at("ph") == "i";
+  EXPECT_EQ(instants, 2);
+}
+
 TEST(RenderGrid, ReportMustMatchSchedule) {
   Fixture f = one_f_one_b();
   f.report.ranks.pop_back();
