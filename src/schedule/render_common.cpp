@@ -1,6 +1,5 @@
 #include "schedule/render_common.hpp"
 
-#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
