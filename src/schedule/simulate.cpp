@@ -21,6 +21,8 @@ std::string where(const Schedule& s, int rank, int pos) {
          format_action(s.ranks[rank][pos]) + ")";
 }
 
+bool is_comm(ActionType t) { return is_p2p(t) || is_collective(t); }
+
 [[noreturn]] void cannot_run(const std::string& why) {
   throw std::invalid_argument("schedule cannot run: " + why + " (validate() gives a full report)");
 }
@@ -31,6 +33,13 @@ std::string where(const Schedule& s, int rank, int pos) {
 // parking a rank only at a receive whose send is not posted yet or at a
 // collective that not every rank has reached; the poster wakes it. Each action
 // is visited once: linear time.
+//
+// A run of consecutive communication actions is one batch, posted together
+// as in validation and the runtime: its sends leave and its collectives are
+// joined when the rank reaches the batch, even where the list puts them after
+// a receive of the same batch. So a schedule validation accepts always runs.
+// MPIPE_GRAD_RECV_WITH_BACKWARD closes its batch (its backward must finish
+// before anything after it is posted), in validation too.
 class Simulator {
  public:
   Simulator(const Schedule& s, const CostModel& c) : s_(s), c_(c), pp_(s.pp()) {}
@@ -59,7 +68,7 @@ class Simulator {
     int pc = 0;
     double t = 0.0;
     int active = 0;              // forwards whose backward has not run
-    bool at_collective = false;  // counted as arrived at its next collective
+    int posted_end = 0;  // the sends and collectives before this position are posted
   };
 
   int rank_of_index(int gi) const {
@@ -83,6 +92,7 @@ class Simulator {
     }
     link_.assign(offset_[pp_], -1);
     arrival_.assign(offset_[pp_], 0.0);
+    send_time_.assign(offset_[pp_], 0.0);
     posted_.assign(offset_[pp_], 0);
   }
 
@@ -168,6 +178,23 @@ class Simulator {
     ++rank_[r].pc;
   }
 
+  void post(int r, int pos, double t) {
+    const int gi = offset_[r] + pos;
+    arrival_[gi] = t + transfer(s_.ranks[r][pos]);
+    send_time_[gi] = t;
+    posted_[gi] = 1;
+    const int other = link_[gi], q = rank_of_index(other);
+    if (waiting_on(q) == other) work_.push_back(q);
+  }
+
+  // Rank r joins collective k at time t.
+  void arrive(int r, int k, double t) {
+    coll_start_[k] = std::max(coll_start_[k], t);
+    if (++coll_arrived_[k] == pp_)
+      for (int q = 0; q < pp_; ++q)
+        if (q != r) work_.push_back(q);
+  }
+
   void advance(int r) {
     RankState& st = rank_[r];
     const auto& acts = s_.ranks[r];
@@ -175,12 +202,26 @@ class Simulator {
     while (st.pc < n) {
       const Action& a = acts[st.pc];
       const int gi = offset_[r] + st.pc;
+      const bool comm = is_comm(a.type);
+      // A run of consecutive comms is posted as one batch (as the runtime and
+      // validation do): its sends leave when the batch starts, even those
+      // listed after a receive of the same batch.
+      if (comm && st.pc >= st.posted_end) {
+        int e = st.pc;
+        for (; e < n && is_comm(acts[e].type); ++e) {
+          if (is_send(acts[e].type)) post(r, e, st.t);
+          if (is_collective(acts[e].type)) arrive(r, link_[offset_[r] + e], st.t);
+          if (acts[e].type == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD) {
+            ++e;
+            break;
+          }
+        }
+        st.posted_end = e;
+      }
       if (is_send(a.type)) {
-        arrival_[gi] = st.t + transfer(a);
-        posted_[gi] = 1;
-        const int other = link_[gi];
-        if (waiting_on(rank_of_index(other)) == other) work_.push_back(rank_of_index(other));
-        record(r, a, st.t, st.t);
+        // A send takes no rank time; its entry shows when it was posted.
+        report_.ranks[r].timeline.push_back({a, send_time_[gi], send_time_[gi]});
+        ++st.pc;
       } else if (is_recv(a.type)) {
         const int other = link_[gi];
         if (!posted_[other]) return;  // the send's poster wakes this rank
@@ -188,16 +229,12 @@ class Simulator {
         record(r, a, start, start + duration(a));
       } else if (is_collective(a.type)) {
         const int k = link_[gi];
-        if (!st.at_collective) {
-          st.at_collective = true;
-          coll_start_[k] = std::max(coll_start_[k], st.t);
-          if (++coll_arrived_[k] == pp_)
-            for (int q = 0; q < pp_; ++q)
-              if (q != r) work_.push_back(q);
-        }
-        if (coll_arrived_[k] < pp_) return;
-        st.at_collective = false;
-        record(r, a, coll_start_[k], coll_start_[k] + duration(a));
+        if (coll_arrived_[k] < pp_) return;  // the last rank to arrive wakes this one
+        const double start = coll_start_[k], end = start + duration(a);
+        report_.ranks[r].timeline.push_back({a, start, end});
+        report_.ranks[r].busy += end - start;
+        st.t = std::max(st.t, end);
+        ++st.pc;
       } else {
         if (a.type == ActionType::FWD) ++st.active;
         if (a.type == ActionType::BWD) --st.active;
@@ -244,6 +281,7 @@ class Simulator {
   std::vector<int> offset_;     // global index of (rank, position) = offset_[rank] + position
   std::vector<int> link_;       // p2p: FIFO partner's global index; collective: sequence number
   std::vector<double> arrival_;  // per posted send: when its data reaches the receiver
+  std::vector<double> send_time_;  // per posted send: when it was posted
   std::vector<char> posted_;
   std::vector<int> coll_arrived_;
   std::vector<double> coll_start_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,57 +13,45 @@ namespace {
 // A broken schedule can yield one issue per action; past this many the rest
 // are only counted, so a report stays readable and validation stays linear.
 constexpr int kMaxIssues = 200;
-// Keys pack stage and micro into 30 bits each.
+// Layout sizes beyond this are surely typos, and would overflow int indices.
 constexpr int kMaxIndex = 1 << 30;
 
-using Key = std::uint64_t;
-
-Key key_of(ActionType t, int stage, int micro) {
-  return (static_cast<Key>(t) << 60) | (static_cast<Key>(stage) << 30) | static_cast<Key>(micro);
-}
-Key key_of(const Action& a) { return key_of(a.type, a.stage, a.micro); }
-
-struct Occurrence {
-  int rank = -1;
-  int pos = -1;  // first occurrence
-  int count = 0;
-};
-
-// Open-addressing map keyed by packed actions: at half a million actions the
-// per-node allocations of std::unordered_map would dominate validation.
-class OccurrenceMap {
+// Where an action with a micro-batch first occurs: a dense table over
+// (type, stage, micro) of global indices. Body types span every stage; MPipe
+// types live on stage 0 only. Dense beats hashing here: the table is a few
+// MB at PP 64, v 4, MB 1024 and validation is bound by its lookups.
+class ActionIndex {
  public:
-  void reset(size_t expected) {
-    size_t cap = 16;
-    bits_ = 4;
-    while (cap < expected * 2) cap <<= 1, ++bits_;
-    keys_.assign(cap, kEmpty);
-    vals_.assign(cap, Occurrence{});
+  void reset(int stages, int micros) {
+    stages_ = stages;
+    micros_ = micros;
+    first_.assign(static_cast<size_t>(kBodyTypes * stages + kMPipeTypes) * micros, -1);
   }
-  Occurrence& add(Key k, int rank, int pos) {
-    size_t i = slot(k);
-    while (keys_[i] != kEmpty && keys_[i] != k) i = (i + 1) & (keys_.size() - 1);
-    if (keys_[i] == kEmpty) {
-      keys_[i] = k;
-      vals_[i] = Occurrence{rank, pos, 0};
-    }
-    ++vals_[i].count;
-    return vals_[i];
+  // Records global index gi; returns the earlier occurrence, or -1.
+  int add(const Action& a, int gi) {
+    int& slot = first_[index(a.type, a.stage, a.micro)];
+    if (slot >= 0) return slot;
+    slot = gi;
+    return -1;
   }
-  const Occurrence* find(Key k) const {
-    for (size_t i = slot(k);; i = (i + 1) & (keys_.size() - 1)) {
-      if (keys_[i] == k) return &vals_[i];
-      if (keys_[i] == kEmpty) return nullptr;
-    }
-  }
+  int find(ActionType t, int stage, int micro) const { return first_[index(t, stage, micro)]; }
 
  private:
-  // The all-ones key would need type 15 (a collective), which is never stored.
-  static constexpr Key kEmpty = ~Key{0};
-  size_t slot(Key k) const { return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> (64 - bits_)); }
-  int bits_ = 4;
-  std::vector<Key> keys_;
-  std::vector<Occurrence> vals_;
+  static constexpr int kBodyTypes = 6;   // FWD .. RECV_B
+  static constexpr int kMPipeTypes = 8;  // MPIPE_TRANSPOSE_FWD .. MPIPE_GRAD_RECV_WITH_BACKWARD
+  size_t index(ActionType t, int stage, int micro) const {
+    const int ti = static_cast<int>(t);
+    if (ti < kBodyTypes) return (static_cast<size_t>(ti) * stages_ + stage) * micros_ + micro;
+    const int mi = ti - static_cast<int>(ActionType::MPIPE_TRANSPOSE_FWD);
+    return (static_cast<size_t>(kBodyTypes) * stages_ + mi) * micros_ + micro;
+  }
+  int stages_ = 0, micros_ = 0;
+  std::vector<int> first_;
+};
+
+struct Loc {
+  int rank = -1;
+  int pos = -1;
 };
 
 // The sending stage of the message a p2p action carries: a RECV_F of stage s
@@ -86,6 +75,11 @@ Action expected_recv(const Action& send, int sender) {
   return r;
 }
 
+// Consecutive comms form one batch, except that MPIPE_GRAD_RECV_WITH_BACKWARD
+// closes its batch: its backward runs once the receive completes, so nothing
+// after it is posted before then.
+bool is_comm(ActionType t) { return is_p2p(t) || is_collective(t); }
+
 std::string at(int rank, int pos) {
   return "rank " + std::to_string(rank) + " position " + std::to_string(pos);
 }
@@ -97,9 +91,11 @@ class Validator {
   ValidationResult run() {
     if (check_options() && check_structure()) {
       index_actions();
-      check_coverage();
-      if (has_mpipe_) check_mpipe_coverage();
-      check_dependencies();
+      if (indexed_) {
+        check_coverage();
+        if (has_mpipe_) check_mpipe_coverage();
+        check_dependencies();
+      }
       match_p2p();
       match_collectives();
       check_deadlock();
@@ -211,31 +207,43 @@ class Validator {
   void index_actions() {
     offset_.assign(pp_ + 1, 0);
     for (int r = 0; r < pp_; ++r) offset_[r + 1] = offset_[r] + static_cast<int>(s_.ranks[r].size());
-    occ_.reset(offset_[pp_]);
     coll_pos_.assign(pp_, {});
     for (int r = 0; r < pp_; ++r)
-      for (int p = 0; p < static_cast<int>(s_.ranks[r].size()); ++p) {
-        const Action& a = act(r, p);
-        if (is_collective(a.type)) {
-          coll_pos_[r].push_back(p);
-          continue;
-        }
-        const Occurrence& o = occ_.add(key_of(a), r, p);
-        if (o.count == 2) add_at(r, p, "appears twice (first at " + at(o.rank, o.pos) + ")");
-      }
-  }
-
-  const Occurrence* find(ActionType t, int stage, int micro) const { return occ_.find(key_of(t, stage, micro)); }
-
-  void check_coverage() {
-    const int S = o_.num_stages();
-    const long long cells = static_cast<long long>(S) * o_.micro_batches;
-    // Listing every missing cell of an absurd layout would be quadratic in nothing.
+      for (int p = 0; p < static_cast<int>(s_.ranks[r].size()); ++p)
+        if (is_collective(act(r, p).type)) coll_pos_[r].push_back(p);
+    // A layout far larger than the schedule cannot be covered; say so once
+    // instead of allocating a table for it.
+    const long long cells = static_cast<long long>(o_.num_stages()) * o_.micro_batches;
     if (cells > 4LL * offset_[pp_] + 4096) {
       add(-1, -1, "the layout needs " + std::to_string(2 * cells) + " forward and backward actions, the schedule has " +
                       std::to_string(offset_[pp_]) + " actions in all");
       return;
     }
+    indexed_ = true;
+    index_.reset(o_.num_stages(), o_.micro_batches);
+    for (int r = 0; r < pp_; ++r)
+      for (int p = 0; p < static_cast<int>(s_.ranks[r].size()); ++p) {
+        const Action& a = act(r, p);
+        if (is_collective(a.type)) continue;
+        if (const int first = index_.add(a, offset_[r] + p); first >= 0) {
+          const Loc o = loc(first);
+          add_at(r, p, "appears twice (first at " + at(o.rank, o.pos) + ")");
+        }
+      }
+  }
+
+  Loc loc(int gi) const {
+    const int r = rank_of_index(gi);
+    return {r, gi - offset_[r]};
+  }
+  std::optional<Loc> find(ActionType t, int stage, int micro) const {
+    const int gi = index_.find(t, stage, micro);
+    if (gi < 0) return std::nullopt;
+    return loc(gi);
+  }
+
+  void check_coverage() {
+    const int S = o_.num_stages();
     for (int st = 0; st < S; ++st)
       for (int m = 0; m < o_.micro_batches; ++m) {
         const char* missing = !find(ActionType::FWD, st, m)   ? "forward"
@@ -249,7 +257,7 @@ class Validator {
 
   // The rank that runs micro m's preprocess forward, or -1 when it has none.
   int transpose_owner(int m) const {
-    const Occurrence* o = find(ActionType::MPIPE_TRANSPOSE_FWD, 0, m);
+    const auto o = find(ActionType::MPIPE_TRANSPOSE_FWD, 0, m);
     return o ? o->rank : -1;
   }
 
@@ -261,8 +269,8 @@ class Validator {
         add(0, -1, micro + " has no MPIPE_TRANSPOSE_FWD, so FWD(0, " + std::to_string(m) + ") has no input");
         continue;
       }
-      const Occurrence* send = find(ActionType::MPIPE_FWD_SEND, 0, m);
-      const Occurrence* recv = find(ActionType::MPIPE_FWD_RECV, 0, m);
+      const auto send = find(ActionType::MPIPE_FWD_SEND, 0, m);
+      const auto recv = find(ActionType::MPIPE_FWD_RECV, 0, m);
       if (owner == 0) {
         if (send) add_at(send->rank, send->pos, micro + " is transposed on rank 0 itself; nothing to send");
         if (recv) add_at(recv->rank, recv->pos, micro + " is transposed on rank 0 itself; nothing to receive");
@@ -277,12 +285,12 @@ class Validator {
       // Every transfer of micro m's preprocess runs between rank 0 and its owner.
       for (ActionType t : {ActionType::MPIPE_FWD_SEND, ActionType::MPIPE_GRAPH_SEND,
                            ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD}) {
-        const Occurrence* o = find(t, 0, m);
+        const auto o = find(t, 0, m);
         if (o && o->rank != owner)
           add_at(o->rank, o->pos, micro + " is transposed on rank " + std::to_string(owner) + ", not here");
       }
       for (ActionType t : {ActionType::MPIPE_FWD_RECV, ActionType::MPIPE_GRAPH_RECV, ActionType::MPIPE_GRAD_SEND}) {
-        const Occurrence* o = find(t, 0, m);
+        const auto o = find(t, 0, m);
         if (o && act(o->rank, o->pos).peer != owner)
           add_at(o->rank, o->pos, "wrong peer: " + micro + " is transposed on rank " + std::to_string(owner));
       }
@@ -291,13 +299,15 @@ class Validator {
 
   // Reports unless `dep` occurs on rank r before position p.
   void need_before(int r, int p, const Action& dep) {
-    const Occurrence* o = occ_.find(key_of(dep));
+    const int gi = index_.find(dep.type, dep.stage, dep.micro);
+    if (gi >= offset_[r] && gi < offset_[r] + p) return;
+    const auto o = find(dep.type, dep.stage, dep.micro);
     const std::string want = "needs " + format_action(dep) + " earlier on rank " + std::to_string(r);
     if (!o)
       add_at(r, p, want + ", but the schedule has none");
     else if (o->rank != r)
       add_at(r, p, want + ", but it is on rank " + std::to_string(o->rank));
-    else if (o->pos > p)
+    else
       add_at(r, p, want + ", but it comes later, at position " + std::to_string(o->pos));
   }
 
@@ -336,7 +346,7 @@ class Validator {
           case ActionType::MPIPE_TRANSPOSE_BWD:
             need_before(r, p, {ActionType::BWD, 0, m});
             // A micro transposed elsewhere is recomputed from its shipped input.
-            if (const Occurrence* recv = find(ActionType::MPIPE_FWD_RECV, 0, m))
+            if (const auto recv = find(ActionType::MPIPE_FWD_RECV, 0, m))
               need_before(r, p, {ActionType::MPIPE_GRAPH_RECV, 0, m, act(recv->rank, recv->pos).peer});
             break;
           default: break;
@@ -440,12 +450,13 @@ class Validator {
         pc[r] = bstart[r] = bend[r];
       }
       while (pc[r] < n) {
-        if (!is_p2p(acts[pc[r]].type) && !is_collective(acts[pc[r]].type)) {
+        if (!is_comm(acts[pc[r]].type)) {
           bstart[r] = bend[r] = ++pc[r];
           continue;
         }
         int e = pc[r];
-        while (e < n && (is_p2p(acts[e].type) || is_collective(acts[e].type))) ++e;
+        while (e < n && is_comm(acts[e].type))
+          if (acts[e++].type == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD) break;
         bstart[r] = pc[r];
         bend[r] = e;
         remaining[r] = e - pc[r];
@@ -518,7 +529,8 @@ class Validator {
   const int pp_;
   bool has_mpipe_ = false;
   std::vector<int> offset_;  // global index of (rank r, position p) = offset_[r] + p
-  OccurrenceMap occ_;
+  ActionIndex index_;
+  bool indexed_ = false;  // index_ is built; checks that look actions up need it
   // Per global index: a p2p op's FIFO partner (-1 when unmatched), a collective's sequence number.
   std::vector<int> link_;
   std::vector<std::vector<int>> coll_pos_;  // per rank, positions of its collectives
