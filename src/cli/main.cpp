@@ -4,11 +4,13 @@
 #include <iostream>
 
 #include "cli/plan_command.hpp"
+#include "cli/self_args.hpp"
 #ifdef HYPERPIPE_WITH_TORCH
 #include "cli/torch_commands.hpp"
 #endif
 
 int main(int argc, char** argv) {
+  hp::cli::set_self_args(argc, argv);
   CLI::App app{"hyperpipe: pipeline-parallel training on LibTorch"};
   app.require_subcommand(1);
   int exit_code = 0;

@@ -1,0 +1,161 @@
+#include "cli/train_command.hpp"
+
+#include <ATen/Parallel.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "comm/dist_env.hpp"
+#include "comm/launcher.hpp"
+#include "comm/process_group.hpp"
+#include "cli/self_args.hpp"
+#include "train/trainer.hpp"
+
+namespace hp::cli {
+namespace {
+
+struct TrainArgs {
+  train::TrainOptions train;
+  std::string schedule = "interleaved";
+  std::string dtype = "float32";
+  std::string overflow = "full";
+  std::string layers_per_stage;
+  int nproc = 0;  // 0: 4 local ranks, or one rank of a job when the torchrun variables are set
+  double timeout_s = 300;
+  std::vector<std::string> argv;  // what the ranks re-run
+};
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string cell;
+  while (std::getline(in, cell, ',')) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stoi(cell, &used));
+      if (used != cell.size()) throw std::invalid_argument(cell);
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--layers-per-stage '" + text +
+                                  "': expected comma-separated layer counts per global stage, e.g. 2,2,1,3");
+    }
+  }
+  return out;
+}
+
+// Turns the parsed flags into TrainOptions for a job of `world` ranks.
+train::TrainOptions resolve(const TrainArgs& a, int world) {
+  train::TrainOptions o = a.train;
+  auto& s = o.pipeline.schedule;
+  if (!schedule::kind_from_name(a.schedule, &s.kind))
+    throw std::invalid_argument("--schedule " + a.schedule +
+                                ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
+  s.pp = world;
+  if (a.overflow != "full" && a.overflow != "min")
+    throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
+  s.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
+  auto dtype = model::dtype_from_name(a.dtype);
+  if (!dtype) throw std::invalid_argument("--dtype " + a.dtype + ": allowed: float32, float64");
+  o.pipeline.model.dtype = *dtype;
+  o.pipeline.model.max_seq_len = o.seq_len;
+  if (!a.layers_per_stage.empty()) o.pipeline.layers_per_stage = parse_counts(a.layers_per_stage);
+  o.validate();
+  return o;
+}
+
+int run_rank(const TrainArgs& a) {
+  const comm::DistEnv env = comm::has_environment() ? comm::DistEnv::from_environment() : comm::DistEnv::single_process();
+  if (a.nproc > 0 && comm::has_environment() && a.nproc != env.world_size)
+    throw std::invalid_argument("--nproc " + std::to_string(a.nproc) + " disagrees with WORLD_SIZE=" +
+                                std::to_string(env.world_size));
+  const train::TrainOptions o = resolve(a, env.world_size);  // before any process group exists
+  if (const char* t = std::getenv("OMP_NUM_THREADS")) at::set_num_threads(std::max(1, std::atoi(t)));
+  comm::ProcessGroupOptions pgo;
+  pgo.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  std::unique_ptr<comm::ProcessGroup> pg;
+  if (env.world_size > 1) pg = std::make_unique<comm::ProcessGroup>(comm::ProcessGroup::create(env, pgo));
+  if (env.rank == 0)
+    std::cout << "hyperpipe train: " << a.schedule << " pp=" << env.world_size << " vpp=" << o.pipeline.schedule.vpp
+              << " mb=" << o.pipeline.schedule.micro_batches << " micro-batch-size=" << o.micro_batch_size
+              << " seq-len=" << o.seq_len << " | " << o.pipeline.model.describe() << std::endl;
+  train::train(o, pg.get());
+  return 0;
+}
+
+int run_launcher(const TrainArgs& a) {
+  const int nproc = a.nproc > 0 ? a.nproc : 4;
+  resolve(a, nproc);  // bad options fail here, before any rank starts
+  comm::LaunchOptions lo;
+  lo.nproc = nproc;
+  lo.command = a.argv;
+  return comm::launch_local(lo);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<TrainArgs>();
+  auto& t = a->train;
+  auto& m = t.pipeline.model;
+  auto& s = t.pipeline.schedule;
+  s.vpp = 2;
+  s.micro_batches = 8;
+  m.num_layers = 8;
+  t.lr.max_lr = 3e-3;
+  t.lr.min_lr = 3e-4;
+  t.lr.warmup_steps = 5;
+  auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
+  cmd->set_config("--config", "", "TOML file with the same keys as these flags");
+  cmd->add_option("--nproc", a->nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
+  cmd->add_option("--schedule", a->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")->capture_default_str();
+  cmd->add_option("--vpp", s.vpp, "model chunks per rank")->capture_default_str();
+  cmd->add_option("--mb", s.micro_batches, "micro-batches per step")->capture_default_str();
+  cmd->add_option("--group-size", s.group_size, "micro-batch group size per virtual stage (0 = PP)")->capture_default_str();
+  cmd->add_option("--transpose-layers", s.mpipe.transpose_layers, "MPipe T")->capture_default_str();
+  cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
+  cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
+  cmd->add_option("--micro-batch-size", t.micro_batch_size, "sequences per micro-batch")->capture_default_str();
+  cmd->add_option("--seq-len", t.seq_len, "tokens per sequence")->capture_default_str();
+  cmd->add_option("--layers", m.num_layers, "transformer layers")->capture_default_str();
+  cmd->add_option("--layers-per-stage", a->layers_per_stage, "explicit layer counts per global stage, e.g. 3,1,2,2");
+  cmd->add_option("--hidden", m.hidden_size, "hidden size")->capture_default_str();
+  cmd->add_option("--heads", m.num_attention_heads, "attention heads")->capture_default_str();
+  cmd->add_option("--ffn-hidden", m.ffn_hidden_size, "MLP width (0 = 4 * hidden)")->capture_default_str();
+  cmd->add_option("--vocab", m.vocab_size, "vocabulary size")->capture_default_str();
+  cmd->add_flag("--tie-embeddings", m.tie_embeddings, "share the word embedding with the LM head");
+  cmd->add_option("--steps", t.steps, "number of the last step")->capture_default_str();
+  cmd->add_option("--lr", t.lr.max_lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", t.lr.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
+  cmd->add_option("--warmup-steps", t.lr.warmup_steps, "linear warmup steps")->capture_default_str();
+  cmd->add_option("--weight-decay", t.adam.weight_decay, "AdamW weight decay")->capture_default_str();
+  cmd->add_option("--clip-grad", t.clip_grad, "global gradient-norm clip (0 = off)")->capture_default_str();
+  cmd->add_option("--grad-accum", t.grad_accum, "pipeline runs per optimizer step")->capture_default_str();
+  cmd->add_option("--seed", m.seed, "seed of the initial weights and of the batches")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "float32 or float64")->capture_default_str();
+  cmd->add_option("--data", t.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();
+  cmd->add_option("--save", t.save, "checkpoint directory (written at the end)");
+  cmd->add_option("--save-interval", t.save_interval, "also checkpoint every N steps")->capture_default_str();
+  cmd->add_option("--load", t.load, "resume from this checkpoint directory");
+  cmd->add_option("--metrics", t.metrics, "JSON lines, one per step");
+  cmd->add_option("--log-interval", t.log_interval, "steps between log lines (no TTY)")->capture_default_str();
+  cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
+  cmd->add_option("--timeout", a->timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
+  cmd->callback([a, exit_code] {
+    const bool as_rank = comm::has_environment();
+    try {
+      if (as_rank) {
+        *exit_code = run_rank(*a);
+      } else {
+        a->argv = self_args();
+        *exit_code = run_launcher(*a);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "hyperpipe train: error: " << e.what() << "\n";
+      *exit_code = as_rank ? 1 : 2;
+    }
+  });
+}
+
+}  // namespace hp::cli

@@ -1,0 +1,210 @@
+#include "runtime/executor.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "comm/p2p.hpp"
+#include "comm/process_group.hpp"
+#include "runtime/stage.hpp"
+
+namespace hp::runtime {
+
+using schedule::Action;
+using schedule::ActionType;
+
+namespace {
+
+// Activations are named by the stage that produced them, gradients by the
+// stage that sent them, so an activation and a gradient between the same two
+// ranks (PP=2: previous and next rank coincide) never match each other.
+constexpr auto kAct = comm::MessageKind::Activation;
+constexpr auto kGrad = comm::MessageKind::Gradient;
+
+// Forward-direction messages first, then backward, sends before receives.
+int batch_order(ActionType t) {
+  switch (t) {
+    case ActionType::SEND_F: return 0;
+    case ActionType::MPIPE_FWD_SEND: return 1;
+    case ActionType::MPIPE_GRAPH_SEND: return 2;
+    case ActionType::SEND_B: return 3;
+    case ActionType::MPIPE_GRAD_SEND: return 4;
+    case ActionType::RECV_F: return 5;
+    case ActionType::MPIPE_FWD_RECV: return 6;
+    case ActionType::MPIPE_GRAPH_RECV: return 7;
+    case ActionType::RECV_B: return 8;
+    case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return 9;
+    default: return 10;  // collectives keep their place after the batch's p2p
+  }
+}
+
+std::string describe(const Action& a) { return schedule::format_action(a); }
+
+}  // namespace
+
+Executor::Executor(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg,
+                   std::map<int, Stage*> stages, LossFn loss, ShapeFn shape, at::TensorOptions activation_options,
+                   ExecutorOptions options)
+    : layout_(layout),
+      rank_(rank),
+      pg_(pg),
+      stages_(std::move(stages)),
+      loss_(std::move(loss)),
+      shape_(std::move(shape)),
+      activation_options_(activation_options),
+      options_(options) {
+  if (layout_.pp > 1 && !pg_) throw std::invalid_argument("Executor: a layout with --pp > 1 needs a process group");
+  if (pg_) p2p_ = std::make_unique<comm::P2P>(*pg_);
+  handlers_[ActionType::FWD] = [this](const Action& a) { forward(a); };
+  handlers_[ActionType::BWD] = [this](const Action& a) { backward(a); };
+  handlers_[ActionType::SEND_F] = [this](const Action& a) { send_forward(a); };
+  handlers_[ActionType::SEND_B] = [this](const Action& a) { send_backward(a); };
+  handlers_[ActionType::RECV_F] = [this](const Action& a) { recv_forward(a); };
+  handlers_[ActionType::RECV_B] = [this](const Action& a) { recv_backward(a); };
+}
+
+Executor::~Executor() = default;
+
+void Executor::register_handler(ActionType type, Handler handler) { handlers_[type] = std::move(handler); }
+
+Stage& Executor::stage(int index) {
+  auto it = stages_.find(index);
+  if (it == stages_.end())
+    throw std::logic_error("rank " + std::to_string(rank_) + " does not hold stage " + std::to_string(index));
+  return *it->second;
+}
+
+const MicroBatch& Executor::micro(int m) const {
+  if (!micros_ || m < 0 || m >= static_cast<int>(micros_->size()))
+    throw std::logic_error("rank " + std::to_string(rank_) + ": no micro-batch " + std::to_string(m));
+  return (*micros_)[m];
+}
+
+void Executor::set_first_stage_input(int micro, at::Tensor input) { first_inputs_[micro] = std::move(input); }
+
+void Executor::post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro) {
+  if (options_.variable_seq_len)
+    sends_.push_back(p2p_->isend_with_meta(tensor, peer, kind, stage, micro));
+  else
+    sends_.push_back(p2p_->isend(tensor, peer, kind, stage, micro));
+}
+
+void Executor::post_recv(std::vector<int64_t> shape, at::TensorOptions options, int peer, comm::MessageKind kind,
+                         int stage, int micro) {
+  const int tag = comm::make_tag(kind, stage, micro);
+  if (recvs_.count(tag))
+    throw std::logic_error("rank " + std::to_string(rank_) + ": " + comm::describe_tag(tag) +
+                           " received twice in one step");
+  if (options_.variable_seq_len)
+    recvs_.emplace(tag, p2p_->irecv_with_meta(peer, kind, stage, micro));
+  else
+    recvs_.emplace(tag, p2p_->irecv(at::empty(shape, options), peer, kind, stage, micro));
+}
+
+at::Tensor Executor::take_recv(comm::MessageKind kind, int stage, int micro) {
+  const int tag = comm::make_tag(kind, stage, micro);
+  auto it = recvs_.find(tag);
+  if (it == recvs_.end())
+    throw std::logic_error("rank " + std::to_string(rank_) + ": a step needs " + comm::describe_tag(tag) +
+                           ", which no earlier receive posted");
+  it->second.wait();
+  at::Tensor t = it->second.tensor();
+  recvs_.erase(it);
+  return t;
+}
+
+at::Tensor Executor::stage_input(int s, int m) {
+  if (s == 0) {
+    auto it = first_inputs_.find(m);
+    if (it != first_inputs_.end()) {
+      at::Tensor x = it->second;
+      first_inputs_.erase(it);
+      return x;
+    }
+    return micro(m).input;
+  }
+  if (layout_.pp == 1) return stage(s - 1).output(m);  // both stages live on this rank
+  return take_recv(kAct, s - 1, m);
+}
+
+void Executor::forward(const Action& a) {
+  Stage& st = stage(a.stage);
+  at::Tensor out = st.forward(a.micro, stage_input(a.stage, a.micro));
+  if (st.is_last()) {
+    const MicroBatch& mb = micro(a.micro);
+    at::Tensor loss = loss_(out, mb.labels) * mb.loss_weight;
+    st.set_loss(a.micro, loss);
+    loss_sum_ += loss.item<double>();
+  }
+}
+
+void Executor::backward(const Action& a) {
+  Stage& st = stage(a.stage);
+  at::Tensor grad;
+  if (!st.is_last()) {
+    grad = layout_.pp == 1 ? stage(a.stage + 1).input_grad(a.micro) : take_recv(kGrad, a.stage + 1, a.micro);
+  }
+  st.backward(a.micro, grad);
+}
+
+void Executor::send_forward(const Action& a) {
+  Stage& st = stage(a.stage);
+  // detach(): the message holds the values; the stage keeps the graph.
+  post_send(st.output(a.micro).detach(), a.peer, kAct, a.stage, a.micro);
+  if (options_.pseudo_deallocate) st.pseudo_deallocate(a.micro);
+}
+
+void Executor::send_backward(const Action& a) {
+  post_send(stage(a.stage).input_grad(a.micro), a.peer, kGrad, a.stage, a.micro);
+}
+
+void Executor::recv_forward(const Action& a) {
+  post_recv(shape_(a.stage - 1, a.micro), activation_options_, a.peer, kAct, a.stage - 1, a.micro);
+}
+
+void Executor::recv_backward(const Action& a) {
+  post_recv(shape_(a.stage, a.micro), activation_options_, a.peer, kGrad, a.stage + 1, a.micro);
+}
+
+void Executor::run_comm_batch(const std::vector<Action>& actions, size_t begin, size_t end) {
+  std::vector<size_t> order;
+  for (size_t i = begin; i < end; ++i) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return batch_order(actions[x].type) < batch_order(actions[y].type); });
+  for (size_t i : order) handlers_.at(actions[i].type)(actions[i]);
+}
+
+double Executor::run(const std::vector<Action>& actions, const std::vector<MicroBatch>& micros) {
+  micros_ = &micros;
+  loss_sum_ = 0;
+  for (auto& [index, st] : stages_) st->reset();
+  size_t i = 0;
+  while (i < actions.size()) {
+    const Action& a = actions[i];
+    if (!handlers_.count(a.type))
+      throw std::invalid_argument("rank " + std::to_string(rank_) + " position " + std::to_string(i) + " (" +
+                                  describe(a) + "): no handler is registered for " +
+                                  std::string(schedule::type_name(a.type)));
+    if (schedule::is_p2p(a.type)) {
+      size_t j = i;
+      while (j < actions.size() && schedule::is_p2p(actions[j].type)) ++j;
+      run_comm_batch(actions, i, j);
+      i = j;
+      continue;
+    }
+    handlers_.at(a.type)(a);
+    ++i;
+  }
+  comm::wait_all(sends_);
+  sends_.clear();
+  if (!recvs_.empty())
+    throw std::logic_error("rank " + std::to_string(rank_) + ": " + std::to_string(recvs_.size()) +
+                           " received message(s) were never consumed by the schedule");
+  first_inputs_.clear();
+  micros_ = nullptr;
+  return loss_sum_;
+}
+
+}  // namespace hp::runtime

@@ -1,0 +1,80 @@
+// One rank of the distributed equivalence tests. Started by
+// pipeline_dist_test through the local launcher (RANK, WORLD_SIZE, ... set).
+//
+//   pipeline_worker SCHEDULE VPP MB TIE DEALLOC VARLEN [MB TIE DEALLOC VARLEN ...]
+//
+// For each case: one pipelined step in double precision, then this rank's
+// loss and the gradient of every parameter it holds are compared with the
+// single-process reference step, which every rank computes itself (same seed,
+// same batch). Prints one line per case; exits 1 on the first mismatch.
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "comm/dist_env.hpp"
+#include "comm/process_group.hpp"
+#include "runtime/pipeline.hpp"
+#include "runtime/reference.hpp"
+
+using namespace hp;
+
+int main(int argc, char** argv) {
+  if (argc < 7 || (argc - 3) % 4 != 0) {
+    std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN}...\n";
+    return 2;
+  }
+  try {
+    at::set_num_threads(1);
+    const auto env = comm::DistEnv::from_environment();
+    comm::ProcessGroupOptions pgo;
+    pgo.timeout = std::chrono::seconds(std::getenv("HP_TIMEOUT_S") ? std::atoi(std::getenv("HP_TIMEOUT_S")) : 30);
+    auto pg = comm::ProcessGroup::create(env, pgo);
+    for (int i = 3; i + 3 < argc; i += 4) {
+      runtime::PipelineOptions o;
+      if (!schedule::kind_from_name(argv[1], &o.schedule.kind)) throw std::invalid_argument(argv[1]);
+      o.schedule.pp = env.world_size;
+      o.schedule.vpp = std::atoi(argv[2]);
+      o.schedule.micro_batches = std::atoi(argv[i]);
+      o.model.num_layers = 2 * o.schedule.pp * o.schedule.vpp;
+      o.model.hidden_size = 16;
+      o.model.num_attention_heads = 2;
+      o.model.vocab_size = 32;
+      o.model.max_seq_len = 8;
+      o.model.tie_embeddings = std::atoi(argv[i + 1]);
+      o.model.dtype = model::DType::Float64;
+      o.model.seed = 17 + i;
+      o.executor.pseudo_deallocate = std::atoi(argv[i + 2]);
+      o.executor.variable_seq_len = std::atoi(argv[i + 3]);
+      const std::string name = std::string(argv[1]) + " pp=" + std::to_string(o.schedule.pp) +
+                               " vpp=" + argv[2] + " mb=" + argv[i] + " tie=" + argv[i + 1] +
+                               " dealloc=" + argv[i + 2] + " varlen=" + argv[i + 3];
+      runtime::Pipeline p(o, env.rank, &pg);
+      const std::vector<int> lens = o.executor.variable_seq_len ? std::vector<int>{7, 3, 5} : std::vector<int>{6};
+      auto micros = testing::make_micro_tokens(o.schedule.micro_batches, 2, lens, o.model.vocab_size, 5 + i);
+      const auto r = p.step(micros);
+      p.reduce_tied_grads();
+      const auto ref = testing::reference_step(o.model, micros);
+      double worst = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss));
+      std::string worst_name = "loss";
+      for (const auto& [pname, t] : p.named_parameters()) {
+        if (!t.grad().defined()) {
+          std::cerr << name << ": " << pname << " has no gradient\n";
+          return 1;
+        }
+        const double e = testing::max_rel_error(t.grad(), ref.grads.at(pname));
+        if (e > worst) worst = e, worst_name = pname;
+      }
+      const bool ok = worst < 1e-10;
+      std::cout << (ok ? "OK   " : "FAIL ") << name << " rank " << env.rank << " max rel error " << worst << " ("
+                << worst_name << ")" << std::endl;
+      if (!ok) return 1;
+      pg.barrier();
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "pipeline_worker: " << e.what() << "\n";
+    return 1;
+  }
+}

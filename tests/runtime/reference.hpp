@@ -1,0 +1,57 @@
+// The correctness oracle of DESIGN.md section 4: the same model's
+// single-process, no-pipelining step on the same micro-batches.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/gpt.hpp"
+#include "model/lm_loss.hpp"
+
+namespace hp::testing {
+
+struct ReferenceStep {
+  double loss = 0;
+  std::map<std::string, at::Tensor> grads;
+};
+
+inline ReferenceStep reference_step(const model::TransformerConfig& cfg, const std::vector<at::Tensor>& micro_tokens) {
+  auto ref = model::build_reference_gpt(cfg);
+  std::int64_t tokens = 0;
+  for (const auto& t : micro_tokens) tokens += t.size(0) * (t.size(1) - 1);
+  ReferenceStep out;
+  for (const auto& t : micro_tokens) {
+    const auto n = t.size(1);
+    at::Tensor logits = ref->forward(t.slice(1, 0, n - 1));
+    at::Tensor labels = t.slice(1, 1, n);
+    at::Tensor loss = model::lm_loss(logits, labels) * (static_cast<double>(labels.numel()) / tokens);
+    torch::autograd::backward({loss});
+    out.loss += loss.item<double>();
+  }
+  for (const auto& p : ref->named_parameters()) out.grads[p.key()] = p.value().grad().clone();
+  return out;
+}
+
+// Deterministic token micro-batches: `rows` per micro, sequence lengths from
+// seq_lens (cycled), values in [0, vocab).
+inline std::vector<at::Tensor> make_micro_tokens(int micro_batches, int rows, std::vector<int> seq_lens, int vocab,
+                                                 std::uint64_t seed) {
+  std::vector<at::Tensor> out;
+  auto gen = at::detail::createCPUGenerator(seed);
+  for (int m = 0; m < micro_batches; ++m) {
+    const int seq = seq_lens[m % seq_lens.size()];
+    out.push_back(at::randint(vocab, {rows, seq + 1}, gen, at::TensorOptions().dtype(at::kLong)));
+  }
+  return out;
+}
+
+// Largest |a - b| / (1 + |b|) over every element.
+inline double max_rel_error(const at::Tensor& a, const at::Tensor& b) {
+  return ((a - b).abs() / (b.abs() + 1)).max().item<double>();
+}
+
+}  // namespace hp::testing
