@@ -75,9 +75,6 @@ Action expected_recv(const Action& send, int sender) {
   return r;
 }
 
-// Consecutive comms form one batch, except that MPIPE_GRAD_RECV_WITH_BACKWARD
-// closes its batch: its backward runs once the receive completes, so nothing
-// after it is posted before then.
 bool is_comm(ActionType t) { return is_p2p(t) || is_collective(t); }
 
 std::string at(int rank, int pos) {
@@ -455,6 +452,8 @@ class Validator {
           continue;
         }
         int e = pc[r];
+        // MPIPE_GRAD_RECV_WITH_BACKWARD closes its batch: its backward runs
+        // once the receive completes, so nothing after it is posted before.
         while (e < n && is_comm(acts[e].type))
           if (acts[e++].type == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD) break;
         bstart[r] = pc[r];
