@@ -1,0 +1,416 @@
+#include "train/checkpoint.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+namespace hp::train {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFormat = "hyperpipe-checkpoint";
+constexpr int kVersion = 1;
+
+template <typename... Ts>
+std::string cat(const Ts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+[[noreturn]] void bad_save(const std::string& dir, const std::string& what) {
+  throw std::invalid_argument(cat("--save ", dir, ": ", what));
+}
+[[noreturn]] void bad_load(const std::string& path, const std::string& what) {
+  throw std::invalid_argument(cat("--load ", path, ": ", what));
+}
+
+std::string shape_str(at::IntArrayRef s) { return cat(s); }
+std::string shape_str(const std::vector<std::int64_t>& s) { return cat(at::IntArrayRef(s)); }
+
+std::string step_name(std::int64_t step) { return "step-" + std::to_string(step); }
+std::string shard_name(int rank) { return "rank-" + std::to_string(rank) + ".pt"; }
+std::string manifest_name(int rank) { return "rank-" + std::to_string(rank) + ".json"; }
+
+bool is_reserved(const std::string& name) {
+  return name.rfind("adam.", 0) == 0 || name.rfind("checkpoint.", 0) == 0;
+}
+
+// Durability of a written file or a directory entry; errors are reported, not ignored.
+void fsync_path(const fs::path& p, bool directory) {
+  const int fd = ::open(p.c_str(), O_RDONLY | (directory ? O_DIRECTORY : 0));
+  if (fd < 0) throw std::runtime_error(cat("cannot open ", p.string(), " to sync it: ", std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error(cat("fsync of ", p.string(), " failed: ", std::strerror(err)));
+}
+
+fs::path tmp_sibling(const fs::path& p) {
+  fs::path t = p;
+  t += ".tmp";
+  return t;
+}
+
+void write_text_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = tmp_sibling(path);
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error(cat("cannot write ", tmp.string()));
+  }
+  fsync_path(tmp, false);
+  fs::rename(tmp, path);
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(cat("cannot read ", path.string()));
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+at::Tensor scalar_i64(std::int64_t v) { return at::scalar_tensor(static_cast<double>(v), at::kLong); }
+
+// A tensor the archive can store compactly on the CPU (a view would drag its whole storage).
+at::Tensor storable(const at::Tensor& t) {
+  at::Tensor c = t.detach().to(at::kCPU).contiguous();
+  if (c.storage_offset() != 0 || c.storage().nbytes() != c.nbytes()) c = c.clone();
+  return c;
+}
+
+json parse_metadata(const std::string& text, const std::string& dir) {
+  if (text.empty()) return nullptr;
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    bad_save(dir, cat("the checkpoint metadata is not valid JSON (", e.what(), ")"));
+  }
+}
+
+void check_common(const std::string& dir, std::int64_t step, int world_size) {
+  if (dir.empty()) throw std::invalid_argument("--save: a checkpoint directory is required");
+  if (step < 0) bad_save(dir, cat("the step must be >= 0, got ", step));
+  if (world_size < 1) bad_save(dir, cat("world_size must be >= 1, got ", world_size));
+}
+
+// Replaces final with tmp; final may exist (a re-save of the same step).
+void install_dir(const fs::path& tmp, const fs::path& final) {
+  if (!fs::exists(final)) {
+    fs::rename(tmp, final);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(tmp);  // now holds the replaced checkpoint
+    return;
+  }
+  const int err = errno;
+  if (err != EINVAL && err != ENOSYS && err != ENOTSUP && err != EOPNOTSUPP)
+    throw std::runtime_error(cat("cannot swap ", tmp.string(), " with ", final.string(), ": ", std::strerror(err)));
+  fs::path old = final;
+  old += ".old";
+  fs::remove_all(old);
+  fs::rename(final, old);
+  fs::rename(tmp, final);
+  fs::remove_all(old);
+}
+
+const std::regex& stale_dir_re() {
+  static const std::regex re(R"(step-[0-9]+\.(tmp|old))");
+  return re;
+}
+
+// "layers.<k>." names: one past the largest k, 0 when there are none.
+std::int64_t count_layers(const json& params) {
+  static const std::regex re(R"(^layers\.([0-9]+)\.)");
+  std::int64_t n = 0;
+  for (auto it = params.begin(); it != params.end(); ++it) {
+    std::smatch m;
+    const std::string& key = it.key();
+    if (std::regex_search(key, m, re)) n = std::max<std::int64_t>(n, std::stoll(m[1].str()) + 1);
+  }
+  return n;
+}
+
+}  // namespace
+
+void write_checkpoint_shard(const std::string& dir, std::int64_t step, int rank, int world_size,
+                            const NamedParams& params, const AdamWState& optimizer) {
+  check_common(dir, step, world_size);
+  if (rank < 0 || rank >= world_size) bad_save(dir, cat("rank ", rank, " is not in [0, ", world_size, ")"));
+  for (const auto& [name, p] : params) {
+    if (!p.defined()) bad_save(dir, "parameter " + name + " is an undefined tensor");
+    if (is_reserved(name)) bad_save(dir, "parameter name " + name + " uses a reserved prefix (adam., checkpoint.)");
+  }
+  for (const auto& [name, st] : optimizer.params) {
+    auto it = params.find(name);
+    if (it == params.end()) bad_save(dir, "optimizer state for " + name + ", which is not a parameter of this rank");
+    if (!st.exp_avg.defined() || !st.exp_avg_sq.defined())
+      bad_save(dir, "optimizer state for " + name + " lacks exp_avg or exp_avg_sq");
+    if (!st.exp_avg.sizes().equals(it->second.sizes()) || !st.exp_avg_sq.sizes().equals(it->second.sizes()))
+      bad_save(dir, "optimizer state for " + name + " does not have the parameter's shape " +
+                        shape_str(it->second.sizes()));
+  }
+
+  const fs::path tmp_dir = fs::path(dir) / (step_name(step) + ".tmp");
+  try {
+    fs::create_directories(tmp_dir);
+    torch::serialize::OutputArchive archive;
+    json manifest;
+    manifest["step"] = step;
+    manifest["rank"] = rank;
+    manifest["world_size"] = world_size;
+    manifest["adam_step"] = optimizer.step;
+    json entries = json::object();
+    for (const auto& [name, p] : params) {
+      archive.write(name, storable(p));
+      json e;
+      e["shape"] = std::vector<std::int64_t>(p.sizes().begin(), p.sizes().end());
+      e["dtype"] = std::string(c10::toString(p.scalar_type()));
+      auto st = optimizer.params.find(name);
+      e["adam_state"] = st != optimizer.params.end();
+      if (st != optimizer.params.end()) {
+        archive.write("adam.exp_avg." + name, storable(st->second.exp_avg));
+        archive.write("adam.exp_avg_sq." + name, storable(st->second.exp_avg_sq));
+        archive.write("adam.step." + name, scalar_i64(st->second.step));
+      }
+      entries[name] = std::move(e);
+    }
+    manifest["params"] = std::move(entries);
+    archive.write("adam.step", scalar_i64(optimizer.step));
+    archive.write("checkpoint.step", scalar_i64(step));
+    archive.write("checkpoint.rank", scalar_i64(rank));
+    archive.write("checkpoint.world_size", scalar_i64(world_size));
+
+    const fs::path shard = tmp_dir / shard_name(rank);
+    const fs::path shard_tmp = tmp_sibling(shard);
+    archive.save_to(shard_tmp.string());
+    fsync_path(shard_tmp, false);
+    fs::rename(shard_tmp, shard);
+    write_text_atomic(tmp_dir / manifest_name(rank), manifest.dump(1));
+    fsync_path(tmp_dir, true);
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(cat("--save ", dir, ": writing shard ", rank, " of step ", step, " failed: ", e.what()));
+  }
+}
+
+void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_size,
+                         const std::string& metadata_json) {
+  check_common(dir, step, world_size);
+  const json metadata = parse_metadata(metadata_json, dir);
+  const fs::path root(dir);
+  const fs::path tmp_dir = root / (step_name(step) + ".tmp");
+  const fs::path final_dir = root / step_name(step);
+  try {
+    json meta;
+    meta["format"] = kFormat;
+    meta["version"] = kVersion;
+    meta["step"] = step;
+    meta["world_size"] = world_size;
+    json shards = json::array();
+    json params = json::object();
+    std::int64_t adam_step = 0;
+    for (int r = 0; r < world_size; ++r) {
+      const fs::path shard = tmp_dir / shard_name(r);
+      const fs::path manifest_path = tmp_dir / manifest_name(r);
+      if (!fs::exists(shard) || !fs::exists(manifest_path))
+        throw std::runtime_error(cat("shard ", r, " of ", world_size, " is missing in ", tmp_dir.string(),
+                                     " (every rank must write its shard before rank 0 finalizes)"));
+      const json m = json::parse(read_text(manifest_path));
+      if (m.at("step").get<std::int64_t>() != step || m.at("rank").get<int>() != r ||
+          m.at("world_size").get<int>() != world_size)
+        throw std::runtime_error(cat(manifest_path.string(), " belongs to step ", m.at("step").dump(), " rank ",
+                                     m.at("rank").dump(), " of ", m.at("world_size").dump(), ", not step ", step,
+                                     " rank ", r, " of ", world_size));
+      if (r == 0) adam_step = m.at("adam_step").get<std::int64_t>();
+      for (auto it = m.at("params").begin(); it != m.at("params").end(); ++it) {
+        auto prev = params.find(it.key());
+        if (prev != params.end()) {  // a copy held by several ranks: keep the lowest rank's
+          if ((*prev)["shape"] != (*it)["shape"])
+            throw std::runtime_error(cat("parameter ", it.key(), " has shape ", (*prev)["shape"].dump(), " in shard ",
+                                         (*prev)["shard"].dump(), " but ", (*it)["shape"].dump(), " in shard ", r));
+          continue;
+        }
+        json e = *it;
+        e["shard"] = r;
+        params[it.key()] = std::move(e);
+      }
+      shards.push_back(shard_name(r));
+    }
+    meta["shards"] = std::move(shards);
+    meta["optimizer_step"] = adam_step;
+    meta["metadata"] = metadata;
+    meta["params"] = std::move(params);
+    write_text_atomic(tmp_dir / "meta.json", meta.dump(1));
+
+    // Leftovers of an earlier interrupted save of this step (partial files, more ranks).
+    for (const auto& entry : fs::directory_iterator(tmp_dir)) {
+      const std::string n = entry.path().filename().string();
+      bool keep = n == "meta.json";
+      for (int r = 0; r < world_size && !keep; ++r) keep = n == shard_name(r) || n == manifest_name(r);
+      if (!keep) fs::remove_all(entry.path());
+    }
+    fsync_path(tmp_dir, true);
+
+    install_dir(tmp_dir, final_dir);
+    fsync_path(root, true);
+    write_text_atomic(root / "latest", step_name(step) + "\n");
+    fsync_path(root, true);
+
+    for (const auto& entry : fs::directory_iterator(root)) {
+      const std::string n = entry.path().filename().string();
+      if (entry.is_directory() && std::regex_match(n, stale_dir_re())) fs::remove_all(entry.path());
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(cat("--save ", dir, ": finalizing step ", step, " failed: ", e.what()));
+  }
+}
+
+void save_checkpoint(const std::string& dir, std::int64_t step, int rank, int world_size,
+                     const NamedParams& params, const AdamWState& optimizer,
+                     const std::string& metadata_json, const Barrier& barrier) {
+  check_common(dir, step, world_size);
+  if (!barrier && world_size > 1) bad_save(dir, cat("a barrier is required with ", world_size, " ranks"));
+  parse_metadata(metadata_json, dir);  // fail before any rank writes anything
+  write_checkpoint_shard(dir, step, rank, world_size, params, optimizer);
+  if (barrier) barrier();
+  if (rank == 0) finalize_checkpoint(dir, step, world_size, metadata_json);
+  if (barrier) barrier();
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  if (path.empty()) throw std::invalid_argument("--load: a checkpoint directory is required");
+  const fs::path p(path);
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) bad_load(path, "no such directory");
+  const std::string leaf = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
+  if (std::regex_match(leaf, stale_dir_re()))
+    bad_load(path, "is an unfinished or replaced save (a *.tmp or *.old directory); load its parent "
+                   "directory or a step-<N> directory instead");
+  if (fs::exists(p / "meta.json")) return p.string();
+  const fs::path latest = p / "latest";
+  if (!fs::exists(latest))
+    bad_load(path, "not a checkpoint: neither " + (p / "meta.json").string() + " nor " + latest.string() + " exists");
+  std::string name = read_text(latest);
+  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  static const std::regex step_re(R"(step-[0-9]+)");
+  if (!std::regex_match(name, step_re))
+    bad_load(path, "latest holds '" + name + "', expected step-<N>");
+  const fs::path target = p / name;
+  if (!fs::exists(target / "meta.json"))
+    bad_load(path, "latest names " + name + " but " + (target / "meta.json").string() + " does not exist");
+  return target.string();
+}
+
+std::optional<std::string> latest_checkpoint(const std::string& dir) {
+  const fs::path p(dir);
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(p, ec)) return std::nullopt;
+  if (!fs::exists(p / "meta.json") && !fs::exists(p / "latest")) return std::nullopt;
+  return resolve_checkpoint(dir);
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& needed) {
+  LoadedCheckpoint out;
+  out.path = resolve_checkpoint(path);
+  const fs::path step_dir(out.path);
+  json meta;
+  try {
+    meta = json::parse(read_text(step_dir / "meta.json"));
+  } catch (const std::exception& e) {
+    bad_load(path, cat("cannot read ", (step_dir / "meta.json").string(), ": ", e.what()));
+  }
+  if (meta.value("format", "") != kFormat || meta.value("version", 0) != kVersion)
+    bad_load(path, cat((step_dir / "meta.json").string(), " is not a ", kFormat, " version ", kVersion, " file"));
+  out.step = meta.at("step").get<std::int64_t>();
+  out.world_size = meta.at("world_size").get<int>();
+  out.metadata_json = meta.at("metadata").is_null() ? std::string() : meta.at("metadata").dump();
+  out.optimizer.step = meta.at("optimizer_step").get<std::int64_t>();
+  const json& params = meta.at("params");
+  const json& shards = meta.at("shards");
+
+  // Check every name and shape before reading any tensor.
+  std::map<int, std::vector<std::string>> by_shard;
+  for (const auto& [name, t] : needed) {
+    auto it = params.find(name);
+    if (it == params.end()) {
+      const std::int64_t layers = count_layers(params);
+      const std::string hint =
+          layers > 0 ? cat("it was saved for a model with ", layers, " layers?")
+                     : std::string("it was saved for a different model?");
+      bad_load(path, cat("checkpoint has no parameter ", name, " (", hint, ")"));
+    }
+    const auto shape = (*it)["shape"].get<std::vector<std::int64_t>>();
+    if (!t.defined()) bad_load(path, "the tensor given for " + name + " is undefined");
+    if (!t.sizes().equals(shape))
+      bad_load(path, cat("parameter ", name, " has shape ", shape_str(shape), " in the checkpoint but ",
+                         shape_str(t.sizes()), " in this model"));
+    by_shard[(*it)["shard"].get<int>()].push_back(name);
+  }
+
+  for (const auto& [shard, names] : by_shard) {
+    if (shard < 0 || shard >= static_cast<int>(shards.size()))
+      bad_load(path, cat("meta.json names shard ", shard, " but lists ", shards.size(), " shards"));
+    const fs::path file = step_dir / shards.at(shard).get<std::string>();
+    torch::serialize::InputArchive archive;
+    try {
+      archive.load_from(file.string(), c10::Device(c10::kCPU));
+    } catch (const std::exception& e) {
+      bad_load(path, cat("cannot read shard ", file.string(), ": ", e.what()));
+    }
+    auto read = [&](const std::string& key) {
+      at::Tensor t;
+      if (!archive.try_read(key, t)) bad_load(path, cat("shard ", file.string(), " lacks ", key, " (corrupt checkpoint?)"));
+      return t;
+    };
+    const at::Tensor saved_step = read("checkpoint.step");
+    const at::Tensor saved_rank = read("checkpoint.rank");
+    if (saved_step.item<std::int64_t>() != out.step || saved_rank.item<std::int64_t>() != shard)
+      bad_load(path, cat("shard ", file.string(), " holds step ", saved_step.item<std::int64_t>(), " rank ",
+                         saved_rank.item<std::int64_t>(), ", but meta.json says step ", out.step, " rank ", shard));
+    for (const auto& name : names) {
+      const at::Tensor& like = needed.at(name);
+      out.params[name] = read(name).to(like.options());
+      if (params.at(name).value("adam_state", false)) {
+        AdamWParamState st;
+        st.exp_avg = read("adam.exp_avg." + name).to(like.options());
+        st.exp_avg_sq = read("adam.exp_avg_sq." + name).to(like.options());
+        st.step = read("adam.step." + name).item<std::int64_t>();
+        out.optimizer.params.emplace(name, std::move(st));
+      }
+    }
+  }
+  return out;
+}
+
+LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer) {
+  LoadedCheckpoint loaded = load_checkpoint(path, params);
+  if (optimizer) optimizer->load_state(loaded.optimizer);  // validates everything before any copy
+  at::NoGradGuard no_grad;
+  for (const auto& [name, p] : params) p.detach().copy_(loaded.params.at(name));
+  return loaded;
+}
+
+}  // namespace hp::train

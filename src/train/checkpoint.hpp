@@ -1,0 +1,90 @@
+// Checkpoints: one directory per saved step, one shard per pipeline rank,
+// keyed by GLOBAL parameter names, so a checkpoint saved with PP=4 loads under
+// PP=2 or PP=1.
+//
+// Layout of DIR (the --save / --load directory):
+//   DIR/latest              "step-<N>\n": the checkpoint load picks (written to latest.tmp, renamed)
+//   DIR/step-<N>/meta.json  step, world_size, shards, optimizer_step, the caller's metadata, and
+//                           "params": {name: {"shard": i, "shape": [...], "dtype": "Float",
+//                           "adam_state": true}} for every parameter
+//   DIR/step-<N>/rank-<r>.pt   flat torch::serialize archive: one entry per parameter under its
+//                           global name; "adam.exp_avg.<name>", "adam.exp_avg_sq.<name>",
+//                           "adam.step.<name>" (int64 scalar); scalars "adam.step",
+//                           "checkpoint.step", "checkpoint.rank", "checkpoint.world_size"
+//   DIR/step-<N>/rank-<r>.json the shard's manifest (names, shapes, dtypes), read by finalize
+//
+// Save protocol (save_checkpoint composes it; tests may call the parts):
+//   1. every rank: write_checkpoint_shard() -> DIR/step-<N>.tmp/rank-<r>.{pt,json}
+//   2. barrier
+//   3. rank 0: finalize_checkpoint(): meta.json into the .tmp dir, rename the .tmp dir to
+//      DIR/step-<N> (an existing DIR/step-<N> is swapped out atomically with renameat2
+//      RENAME_EXCHANGE where the filesystem allows, else moved to step-<N>.old first, and
+//      deleted after), then DIR/latest, then delete stale step-*.tmp / step-*.old dirs
+//   4. barrier
+// Every file is written under a temporary name and renamed, and fsynced. A save killed at any
+// point leaves DIR/latest naming the previous complete checkpoint: load never reads *.tmp dirs.
+// A parameter held by several ranks (a tied embedding copy) is read from the lowest rank.
+//
+// Contract: the functions are blocking and single-threaded per rank; all ranks must use the
+// same dir, step and world_size. A rank that fails throws (the others then fail at the barrier,
+// whose timeout is the runtime's). Tensors are saved on the CPU and loaded to the dtype and
+// device of the tensors the caller says it needs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "train/adamw.hpp"
+#include "train/named_params.hpp"
+
+namespace hp::train {
+
+using Barrier = std::function<void()>;
+
+// Step 1. Throws std::invalid_argument for bad arguments ("--save ..."), std::runtime_error for
+// I/O failures.
+void write_checkpoint_shard(const std::string& dir, std::int64_t step, int rank, int world_size,
+                            const NamedParams& params, const AdamWState& optimizer);
+
+// Step 3 (rank 0, after every shard exists). metadata_json: any JSON text, or "" for none.
+// Throws std::runtime_error naming a missing or inconsistent shard.
+void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_size,
+                         const std::string& metadata_json);
+
+// Steps 1-4. barrier may be empty only when world_size == 1.
+void save_checkpoint(const std::string& dir, std::int64_t step, int rank, int world_size,
+                     const NamedParams& params, const AdamWState& optimizer,
+                     const std::string& metadata_json, const Barrier& barrier);
+
+// The step directory a load of `path` reads: path itself when it holds meta.json, else the
+// directory named by path/latest. Throws std::invalid_argument "--load PATH: ..." when there is
+// none, when latest names a directory without meta.json, or for a *.tmp / *.old directory.
+std::string resolve_checkpoint(const std::string& path);
+
+// For resuming: the resolved step directory of dir, or nullopt when dir holds no checkpoint
+// (no meta.json and no latest, or dir does not exist). A broken latest still throws.
+std::optional<std::string> latest_checkpoint(const std::string& dir);
+
+struct LoadedCheckpoint {
+  std::string path;           // the step directory that was read
+  std::int64_t step = 0;
+  int world_size = 0;         // of the run that saved it
+  std::string metadata_json;  // as given to save ("" when none)
+  NamedParams params;         // every needed name, converted to the needed tensor's dtype/device
+  AdamWState optimizer;       // step, and the state of the needed names that have one
+};
+
+// Reads the needed names (the tensors give the expected shape, dtype and device) from whichever
+// shards hold them. Throws std::invalid_argument "--load PATH: checkpoint has no parameter X
+// (...)" for a missing name and "--load PATH: parameter X has shape [..] in the checkpoint but
+// [..] in this model" for a shape mismatch.
+LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& needed);
+
+// load_checkpoint(path, params); then, when optimizer is not null, loads its state (which
+// validates it); then copies the values into the live params in place (under no-grad). Nothing
+// is modified when a check fails. Returns the loaded checkpoint.
+LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer);
+
+}  // namespace hp::train

@@ -1,0 +1,101 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "train/metrics.hpp"
+
+namespace hp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+fs::path fresh_path(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("hp_metrics_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path p = dir / name;
+  fs::remove(p);
+  return p;
+}
+
+TEST(Metrics, LinesParseAsJsonAndAreFlushedPerLine) {
+  const fs::path path = fresh_path("m.jsonl");
+  MetricsWriter w(path.string());
+  for (int s = 1; s <= 3; ++s) {
+    StepMetrics m;
+    m.step = s;
+    m.loss = 4.0 / s;
+    m.step_ms = 80.5;
+    m.tokens_per_s = 12000.25;
+    m.lr = 3e-4 * s;
+    m.grad_norm = 0.5;
+    m.extra = {{"mfu", 0.4}, {"bubble", 0.125}};
+    w.write(m);
+    // Flushed: readable while the writer is still open.
+    EXPECT_EQ(lines_of(path).size(), static_cast<size_t>(s));
+  }
+  const auto lines = lines_of(path);
+  ASSERT_EQ(lines.size(), 3u);
+  for (int s = 1; s <= 3; ++s) {
+    const auto j = nlohmann::json::parse(lines[s - 1]);
+    EXPECT_EQ(j.at("step").get<int>(), s);
+    EXPECT_DOUBLE_EQ(j.at("loss").get<double>(), 4.0 / s);
+    EXPECT_DOUBLE_EQ(j.at("step_ms").get<double>(), 80.5);
+    EXPECT_DOUBLE_EQ(j.at("tokens_per_s").get<double>(), 12000.25);
+    EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 3e-4 * s);
+    EXPECT_DOUBLE_EQ(j.at("grad_norm").get<double>(), 0.5);
+    EXPECT_DOUBLE_EQ(j.at("mfu").get<double>(), 0.4);
+    EXPECT_DOUBLE_EQ(j.at("bubble").get<double>(), 0.125);
+  }
+  EXPECT_EQ(lines[0].rfind("{\"step\":1,\"loss\":", 0), 0u) << lines[0];  // standard keys first
+}
+
+TEST(Metrics, AppendsAndTruncates) {
+  const fs::path path = fresh_path("a.jsonl");
+  { MetricsWriter(path.string()).write(StepMetrics{}); }
+  { MetricsWriter(path.string()).write(StepMetrics{}); }
+  EXPECT_EQ(lines_of(path).size(), 2u);
+  { MetricsWriter(path.string(), /*append=*/false).write(StepMetrics{}); }
+  EXPECT_EQ(lines_of(path).size(), 1u);
+}
+
+TEST(Metrics, NonFiniteBecomesNull) {
+  StepMetrics m;
+  m.loss = std::nan("");
+  m.grad_norm = INFINITY;
+  const auto j = nlohmann::json::parse(metrics_json_line(m));
+  EXPECT_TRUE(j.at("loss").is_null());
+  EXPECT_TRUE(j.at("grad_norm").is_null());
+  EXPECT_TRUE(j.at("lr").is_number());
+}
+
+TEST(Metrics, RejectsBadInput) {
+  StepMetrics m;
+  m.extra["loss"] = 1.0;
+  EXPECT_THROW(metrics_json_line(m), std::invalid_argument);
+  m.extra = {{"", 1.0}};
+  EXPECT_THROW(metrics_json_line(m), std::invalid_argument);
+  try {
+    MetricsWriter w("/nonexistent_dir_hp/x.jsonl");
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--metrics /nonexistent_dir_hp/x.jsonl"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hp::train
