@@ -102,24 +102,37 @@ GPTChunk::GPTChunk(const TransformerConfig& config, const Partition& partition, 
   }
 }
 
+std::vector<int64_t> GPTChunk::input_shape(int64_t batch, int64_t seq) const {
+  if (first_) return {batch, seq};
+  return {batch, seq, config_.hidden_size};
+}
+
+std::vector<int64_t> GPTChunk::output_shape(int64_t batch, int64_t seq) const {
+  return {batch, seq, last_ ? config_.vocab_size : config_.hidden_size};
+}
+
+c10::ScalarType GPTChunk::activation_dtype() const { return to_scalar_type(config_.dtype); }
+
 torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
-  const std::string where = "GPTChunk stage " + std::to_string(stage_) + ": ";
-  if (!input.defined()) fail(where + "input is an undefined tensor");
+  const auto fail_here = [this](const std::string& msg) {
+    fail("GPTChunk stage " + std::to_string(stage_) + ": " + msg);
+  };
+  if (!input.defined()) fail_here("input is an undefined tensor");
   torch::Tensor x;
   if (first_) {
     if (input.scalar_type() != at::kLong || input.dim() != 2) {
-      fail(where + "the first stage takes int64 token ids [batch, seq], got " +
+      fail_here("the first stage takes int64 token ids [batch, seq], got " +
            std::string(c10::toString(input.scalar_type())) + " " + shape_text(input));
     }
     const int64_t seq = input.size(1);
     if (seq < 1 || seq > config_.max_seq_len) {
-      fail(where + "sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+      fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
            std::to_string(config_.max_seq_len));
     }
     if (input.numel() > 0) {
       const int64_t lo = input.min().item<int64_t>(), hi = input.max().item<int64_t>();
       if (lo < 0 || hi >= config_.vocab_size) {
-        fail(where + "token ids must lie in [0, --vocab " + std::to_string(config_.vocab_size) +
+        fail_here("token ids must lie in [0, --vocab " + std::to_string(config_.vocab_size) +
              "), got values in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
       }
     }
@@ -128,14 +141,14 @@ torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
     const auto dtype = to_scalar_type(config_.dtype);
     if (input.dim() != 3 || input.size(2) != config_.hidden_size ||
         input.scalar_type() != dtype) {
-      fail(where + "expects hidden states " + std::string(c10::toString(dtype)) +
+      fail_here("expects hidden states " + std::string(c10::toString(dtype)) +
            " [batch, seq, " + std::to_string(config_.hidden_size) +
            "] (--dtype, --hidden), got " + std::string(c10::toString(input.scalar_type())) + " " +
            shape_text(input));
     }
     const int64_t seq = input.size(1);
     if (seq < 1 || seq > config_.max_seq_len) {
-      fail(where + "sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+      fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
            std::to_string(config_.max_seq_len));
     }
     x = input;

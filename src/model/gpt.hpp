@@ -58,6 +58,14 @@ class GPTChunk : public torch::nn::Module {
   int layer_end() const { return layer_end_; }
   const TransformerConfig& config() const { return config_; }
 
+  // Shapes forward() takes and returns for a micro-batch of [batch, seq] tokens:
+  // input  [batch, seq] (int64 tokens, first stage) or [batch, seq, hidden];
+  // output [batch, seq, vocab] (last stage) or [batch, seq, hidden]. Activations
+  // between stages have the config dtype (activation_dtype).
+  std::vector<int64_t> input_shape(int64_t batch, int64_t seq) const;
+  std::vector<int64_t> output_shape(int64_t batch, int64_t seq) const;
+  c10::ScalarType activation_dtype() const;
+
   // Names of this chunk's parameters that have a copy in another stage and whose
   // gradients must be summed over the holders (first and last stage) after the
   // backward pass and before the optimizer step: {"embedding.word.weight"} when

@@ -242,6 +242,31 @@ TEST(GPTChain, ChunksOfPp2Vpp2MatchTheSingleModel) {
   }
 }
 
+TEST(GPTForward, DeclaredShapesMatchForward) {
+  const auto c = small_config(4, true);
+  const auto chunks = build_gpt_chunks(c, Partition::from_counts(4, 2, 2, {1, 0, 2, 1}));
+  at::NoGradGuard no_grad;
+  at::Tensor x = tokens_for(c, 2, 5, 3);
+  for (const auto& chunk : chunks) {
+    EXPECT_EQ(x.sizes(), chunk->input_shape(2, 5)) << "stage " << chunk->stage();
+    x = chunk->forward(x);
+    EXPECT_EQ(x.sizes(), chunk->output_shape(2, 5)) << "stage " << chunk->stage();
+    EXPECT_EQ(x.scalar_type(), chunk->activation_dtype());
+  }
+  EXPECT_EQ(chunks.back()->output_shape(2, 5), (std::vector<int64_t>{2, 5, 32}));
+  EXPECT_EQ(chunks[1]->input_shape(2, 5), (std::vector<int64_t>{2, 5, 16}));
+}
+
+TEST(GPTForward, Float32RunsInFloat32) {
+  auto c = small_config(2, false);
+  c.dtype = DType::Float32;
+  const auto model = build_reference_gpt(c);
+  at::NoGradGuard no_grad;
+  const auto logits = model->forward(tokens_for(c, 2, 4, 9));
+  EXPECT_EQ(logits.scalar_type(), at::kFloat);
+  EXPECT_TRUE(logits.isfinite().all().item<bool>());
+}
+
 TEST(GPTForward, CausalMaskHidesFutureTokens) {
   const auto c = small_config(2, false);
   const auto model = build_reference_gpt(c);
