@@ -1,0 +1,108 @@
+#include "schedule/generate.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace hp::schedule {
+namespace {
+
+[[noreturn]] void reject(const std::string& msg) { throw std::invalid_argument(msg); }
+
+std::string str(int v) { return std::to_string(v); }
+
+// The layer split this library assumes when --layers is given: the N = PP * v
+// chunks (global stages) get layers / N each, and the first layers % N stages
+// one more. Stage 0 (rank 0's first chunk) therefore holds ceil(layers / N).
+int stage0_layers(const ScheduleOptions& o) {
+  const int n = o.num_stages();
+  return o.layers / n + (o.layers % n > 0 ? 1 : 0);
+}
+
+// Megatron's condition on the interleaved groups (forward_backward_pipelining_
+// with_interleaving): a group of fewer than PP micro-batches hands chunk c+1
+// of rank 0 its input only after the steady phase needs it, and the pipeline
+// deadlocks. One group holding every micro-batch (G >= MB) always works.
+// With one rank or one chunk the grouping changes nothing.
+void check_group_size(const ScheduleOptions& o) {
+  const int g = o.group_size, mb = o.micro_batches;
+  if (g == 0 || o.pp == 1 || o.vpp == 1 || g >= mb) return;
+  if (g >= o.pp && (mb % g == 0 || mb % g >= o.pp)) return;
+  ScheduleOptions d = o;
+  d.group_size = 0;
+  reject("--group-size " + str(g) + " does not work with --pp " + str(o.pp) + " --mb " + str(mb) +
+         ": interleaved 1F1B needs --group-size >= --mb, or >= --pp with a last group (--mb % --group-size = " +
+         str(mb % g) + ") of 0 or >= --pp micro-batches; e.g. --group-size " + str(d.effective_group_size()) +
+         " (0 picks it)");
+}
+
+void check_mpipe(const ScheduleOptions& o) {
+  const MPipeOptions& m = o.mpipe;
+  if (o.pp < 2)
+    reject("MPipe Transpose needs --pp >= 2: with one rank there is no idle warmup to transpose into (got --pp " +
+           str(o.pp) + ")");
+  if (m.transpose_layers < 0)
+    reject("--transpose-layers must be >= 0 (0 transposes only the data load), got " +
+           str(m.transpose_layers));
+  if (o.layers > 0 && m.transpose_layers >= stage0_layers(o))
+    reject("--transpose-layers must be < " + str(stage0_layers(o)) +
+           ", the layers of stage 0's first chunk (--layers " + str(o.layers) + " over --pp " +
+           str(o.pp) + " --vpp " + str(o.vpp) + "), so its body keeps a layer; got " +
+           str(m.transpose_layers));
+  if (m.owner_backward && m.transpose_layers == 0)
+    reject("--owner-backward needs --transpose-layers >= 1: with T = 0 there is nothing to backprop");
+  if (m.owner_backward && m.frozen_preprocess)
+    reject("--owner-backward needs a trainable preprocess: with --frozen-preprocess there is "
+           "nothing to backprop (drop one of the two)");
+}
+
+}  // namespace
+
+void check_options(const ScheduleOptions& o) {
+  if (o.pp < 1) reject("--pp must be >= 1, got " + str(o.pp));
+  if (o.vpp < 1) reject("--vpp must be >= 1, got " + str(o.vpp));
+  if (o.micro_batches < 1) reject("--mb must be >= 1, got " + str(o.micro_batches));
+  if (o.group_size < 0)
+    reject("--group-size must be >= 1 (or 0 for the default, --pp), got " + str(o.group_size));
+  if (o.layers < 0) reject("--layers must be >= 0 (0 = not given), got " + str(o.layers));
+  switch (o.kind) {
+    case ScheduleKind::NoPipelining:
+      if (o.pp != 1 || o.vpp != 1)
+        reject("no-pipelining runs one stage: use --pp 1 --vpp 1 (got --pp " + str(o.pp) +
+               " --vpp " + str(o.vpp) + ")");
+      break;
+    case ScheduleKind::GPipe:
+    case ScheduleKind::OneFOneB:
+      if (o.vpp != 1)
+        reject("--schedule " + std::string(kind_name(o.kind)) +
+               " runs one chunk per rank: use --vpp 1, or --schedule interleaved for --vpp > 1 (got --vpp " +
+               str(o.vpp) + ")");
+      break;
+    case ScheduleKind::Interleaved:
+    case ScheduleKind::MPipe: check_group_size(o); break;
+  }
+  if (o.layers > 0 && o.layers < o.num_stages())
+    reject("--layers must be >= --pp * --vpp = " + str(o.num_stages()) +
+           " so every chunk holds a layer, got " + str(o.layers));
+  if (o.kind == ScheduleKind::MPipe) check_mpipe(o);
+}
+
+Schedule generate(const ScheduleOptions& o) {
+  check_options(o);
+  if (o.kind == ScheduleKind::MPipe) return generate_mpipe(o);
+  Schedule s;
+  s.options = o;
+  s.ranks = insert_body_comms(o, body_compute_order(o));
+  return s;
+}
+
+Schedule filter(const Schedule& s, bool (*keep)(ActionType)) {
+  Schedule out;
+  out.options = s.options;
+  out.ranks.resize(s.ranks.size());
+  for (size_t r = 0; r < s.ranks.size(); ++r)
+    for (const Action& a : s.ranks[r])
+      if (keep(a.type)) out.ranks[r].push_back(a);
+  return out;
+}
+
+}  // namespace hp::schedule

@@ -30,12 +30,22 @@ struct ScheduleOptions {
   int pp = 4;           // physical ranks
   int vpp = 1;          // chunks (virtual stages) per rank
   int micro_batches = 8;
-  int group_size = 0;   // G, micro-batch group size per virtual stage; 0 = PP
+  int group_size = 0;   // G, micro-batch group size per virtual stage; 0 = default (below)
   int layers = 0;       // model layers split evenly over pp*vpp chunks; 0 = unknown
   MPipeOptions mpipe;
 
   int num_stages() const { return pp * vpp; }
-  int effective_group_size() const { return group_size > 0 ? group_size : pp; }
+  // G as the interleaved schedule uses it. The default is PP; when MB > PP is
+  // not a multiple of PP it is the smallest G > PP whose last group is empty
+  // or holds at least PP micro-batches (Megatron's condition: a shorter last
+  // group deadlocks the interleaved pipeline), e.g. MB 10 over PP 4 gives 5,
+  // torch.distributed.pipelining's per-round size.
+  int effective_group_size() const {
+    if (group_size > 0) return group_size;
+    int g = pp;
+    while (g < micro_batches && micro_batches % g != 0 && micro_batches % g < pp) ++g;
+    return g;
+  }
   // NT = min(PP, MB): micro-batches transposed in the first round.
   int nt() const { return pp < micro_batches ? pp : micro_batches; }
 };

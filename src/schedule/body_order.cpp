@@ -1,0 +1,102 @@
+#include "schedule/body_order.hpp"
+
+#include <algorithm>
+
+#include "schedule/generate.hpp"
+
+namespace hp::schedule {
+namespace {
+
+using Order = std::vector<std::vector<Action>>;
+
+Action fwd(int stage, int micro) { return Action{ActionType::FWD, stage, micro, -1}; }
+Action bwd(int stage, int micro) { return Action{ActionType::BWD, stage, micro, -1}; }
+
+Order no_pipelining(const ScheduleOptions& o) {
+  Order out(1);
+  for (int m = 0; m < o.micro_batches; ++m) {
+    out[0].push_back(fwd(0, m));
+    out[0].push_back(bwd(0, m));
+  }
+  return out;
+}
+
+Order gpipe(const ScheduleOptions& o) {
+  Order out(o.pp);
+  for (int r = 0; r < o.pp; ++r) {
+    for (int m = 0; m < o.micro_batches; ++m) out[r].push_back(fwd(r, m));
+    for (int m = 0; m < o.micro_batches; ++m) out[r].push_back(bwd(r, m));
+  }
+  return out;
+}
+
+Order one_f_one_b(const ScheduleOptions& o) {
+  const int mb = o.micro_batches;
+  Order out(o.pp);
+  for (int r = 0; r < o.pp; ++r) {
+    const int warmup = std::min(o.pp - r - 1, mb);
+    auto& ops = out[r];
+    for (int m = 0; m < warmup; ++m) ops.push_back(fwd(r, m));
+    for (int i = 0; i + warmup < mb; ++i) {
+      ops.push_back(fwd(r, warmup + i));
+      ops.push_back(bwd(r, i));
+    }
+    for (int i = mb - warmup; i < mb; ++i) ops.push_back(bwd(r, i));
+  }
+  return out;
+}
+
+// Every rank walks the same table; backward op k runs table entry k with the
+// chunk order reversed, so the last chunk's gradient flows back first.
+Order interleaved(const ScheduleOptions& o) {
+  const int v = o.vpp;
+  const std::vector<MicroChunk> table =
+      interleaved_table(o.micro_batches, v, o.effective_group_size());
+  const int total = static_cast<int>(table.size());
+  Order out(o.pp);
+  for (int r = 0; r < o.pp; ++r) {
+    auto f = [&](int k) { return fwd(table[k].chunk * o.pp + r, table[k].micro); };
+    auto b = [&](int k) { return bwd((v - 1 - table[k].chunk) * o.pp + r, table[k].micro); };
+    const int warmup = interleaved_warmup(o, r);
+    auto& ops = out[r];
+    for (int k = 0; k < warmup; ++k) ops.push_back(f(k));
+    for (int i = 0; warmup + i < total; ++i) {
+      ops.push_back(f(warmup + i));
+      ops.push_back(b(i));
+    }
+    for (int i = total - warmup; i < total; ++i) ops.push_back(b(i));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MicroChunk> interleaved_table(int micro_batches, int vpp, int group) {
+  std::vector<MicroChunk> table;
+  table.reserve(static_cast<size_t>(micro_batches) * vpp);
+  for (int g0 = 0; g0 < micro_batches; g0 += group) {
+    const int end = std::min(g0 + group, micro_batches);
+    for (int c = 0; c < vpp; ++c)
+      for (int m = g0; m < end; ++m) table.push_back({m, c});
+  }
+  return table;
+}
+
+int interleaved_warmup(const ScheduleOptions& o, int rank) {
+  const int w = (o.vpp - 1) * o.effective_group_size() + 2 * (o.pp - 1 - rank);
+  return std::min(w, o.vpp * o.micro_batches);
+}
+
+std::vector<std::vector<Action>> body_compute_order(const ScheduleOptions& o) {
+  check_options(o);
+  switch (o.kind) {
+    case ScheduleKind::NoPipelining: return no_pipelining(o);
+    case ScheduleKind::GPipe: return gpipe(o);
+    case ScheduleKind::OneFOneB: return one_f_one_b(o);
+    case ScheduleKind::Interleaved:
+    case ScheduleKind::MPipe: return interleaved(o);
+  }
+  return {};
+}
+
+}  // namespace hp::schedule

@@ -1,0 +1,83 @@
+// generate_mpipe (declared in generate.hpp): spec section 4 and DESIGN.md
+// "Resolved points of the MPipe spec". The body is the interleaved schedule
+// with its comms, untouched; every MPIPE_* step is layered around it:
+//   prefix  broadcast, the owner's transposed forwards and their transport;
+//   body    rank 0 only: inline forwards of "min" overflow micros before
+//           FWD(0, m), MPIPE_TRANSPOSE_BWD(m) right after BWD(0, m);
+//   suffix  owner-backward gradient transport, then the gradient all-reduce.
+// The prefix sends precede every body comm on both sides of each rank pair,
+// and the suffix follows them, so pairwise FIFO of the body carries over.
+#include "schedule/generate.hpp"
+
+namespace hp::schedule {
+namespace {
+
+Action mpipe(ActionType t, int micro = -1, int peer = -1) { return Action{t, 0, micro, peer}; }
+
+}  // namespace
+
+Schedule generate_mpipe(const ScheduleOptions& options) {
+  ScheduleOptions o = options;
+  o.kind = ScheduleKind::MPipe;
+  check_options(o);
+  ScheduleOptions body_opts = o;
+  body_opts.kind = ScheduleKind::Interleaved;
+  const auto body = insert_body_comms(body_opts, body_compute_order(body_opts));
+
+  const MPipeOptions& mp = o.mpipe;
+  const int mb = o.micro_batches;
+  const int nt = o.nt();
+  const bool has_preprocess = mp.transpose_layers > 0;
+  const bool trainable = has_preprocess && !mp.frozen_preprocess;
+  // Under owner-backward the owner keeps its graph, so its input stays home.
+  const bool ship_graph = trainable && !mp.owner_backward;
+  auto owner = [&](int m) { return mpipe_owner(o, m); };
+  // "min" overflow micros are transposed inline on rank 0, not in the prefix.
+  auto inline_on_rank0 = [&](int m) { return mp.overflow == Overflow::Min && m >= nt; };
+
+  Schedule s;
+  s.options = o;
+  s.ranks.resize(o.pp);
+  for (int r = 0; r < o.pp; ++r) {
+    auto& out = s.ranks[r];
+    // Prefix.
+    if (has_preprocess) out.push_back(mpipe(ActionType::MPIPE_PARAM_BROADCAST));
+    if (r > 0) {
+      for (int m = 0; m < mb; ++m) {
+        if (owner(m) != r) continue;
+        out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_FWD, m));
+        out.push_back(mpipe(ActionType::MPIPE_FWD_SEND, m, 0));
+      }
+      if (ship_graph)
+        for (int m = 0; m < mb; ++m)
+          if (owner(m) == r) out.push_back(mpipe(ActionType::MPIPE_GRAPH_SEND, m, 0));
+    } else {
+      for (int m = 0; m < mb; ++m)
+        if (owner(m) == 0 && !inline_on_rank0(m)) out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_FWD, m));
+      for (int m = 0; m < mb; ++m)
+        if (owner(m) != 0) out.push_back(mpipe(ActionType::MPIPE_FWD_RECV, m, owner(m)));
+      if (ship_graph)
+        for (int m = 0; m < mb; ++m)
+          if (owner(m) != 0) out.push_back(mpipe(ActionType::MPIPE_GRAPH_RECV, m, owner(m)));
+    }
+    // Body.
+    for (const Action& a : body[r]) {
+      const bool stage0 = a.stage == 0;
+      if (stage0 && a.type == ActionType::FWD && inline_on_rank0(a.micro))
+        out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_FWD, a.micro));
+      out.push_back(a);
+      if (stage0 && a.type == ActionType::BWD && trainable && (!mp.owner_backward || owner(a.micro) == 0))
+        out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_BWD, a.micro));
+    }
+    // Owner-backward suffix.
+    if (!mp.owner_backward) continue;
+    for (int m = 0; m < mb; ++m) {
+      if (r == 0 && owner(m) != 0) out.push_back(mpipe(ActionType::MPIPE_GRAD_SEND, m, owner(m)));
+      if (r > 0 && owner(m) == r) out.push_back(mpipe(ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD, m, 0));
+    }
+    out.push_back(mpipe(ActionType::MPIPE_GRAD_REDUCE));
+  }
+  return s;
+}
+
+}  // namespace hp::schedule

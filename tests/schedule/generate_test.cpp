@@ -1,0 +1,279 @@
+#include "schedule/generate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "schedule/body_order.hpp"
+#include "schedule/validate.hpp"
+
+namespace hp::schedule {
+namespace {
+
+std::string text(const std::vector<Action>& actions) {
+  std::string out;
+  for (const Action& a : actions) out += (out.empty() ? "" : " ") + format_action(a);
+  return out;
+}
+
+ScheduleOptions opts(ScheduleKind kind, int pp, int vpp, int mb, int group = 0) {
+  ScheduleOptions o;
+  o.kind = kind;
+  o.pp = pp;
+  o.vpp = vpp;
+  o.micro_batches = mb;
+  o.group_size = group;
+  return o;
+}
+
+// The message check_options throws, or "" when it accepts.
+std::string rejection(const ScheduleOptions& o) {
+  try {
+    check_options(o);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool keep_compute(ActionType t) { return is_compute(t); }
+
+int position(const std::vector<Action>& actions, const Action& a) {
+  auto it = std::find(actions.begin(), actions.end(), a);
+  return it == actions.end() ? -1 : static_cast<int>(it - actions.begin());
+}
+
+int leading_forwards(const std::vector<Action>& ops) {
+  int n = 0;
+  while (n < static_cast<int>(ops.size()) && ops[n].type == ActionType::FWD) ++n;
+  return n;
+}
+
+TEST(GenerateOptions, AcceptsTheDefaults) { EXPECT_EQ(rejection(ScheduleOptions{}), ""); }
+
+TEST(GenerateOptions, RejectsBadCountsNamingTheFlag) {
+  auto o = ScheduleOptions{};
+  o.pp = 0;
+  EXPECT_EQ(rejection(o), "--pp must be >= 1, got 0");
+  o = ScheduleOptions{};
+  o.vpp = 0;
+  EXPECT_EQ(rejection(o), "--vpp must be >= 1, got 0");
+  o = ScheduleOptions{};
+  o.micro_batches = -2;
+  EXPECT_EQ(rejection(o), "--mb must be >= 1, got -2");
+  o = ScheduleOptions{};
+  o.group_size = -1;
+  EXPECT_NE(rejection(o).find("--group-size must be >= 1 (or 0 for the default"), std::string::npos);
+  o = ScheduleOptions{};
+  o.layers = -1;
+  EXPECT_NE(rejection(o).find("--layers must be >= 0"), std::string::npos);
+}
+
+TEST(GenerateOptions, RejectsKindConstraints) {
+  EXPECT_EQ(rejection(opts(ScheduleKind::NoPipelining, 4, 1, 4)),
+            "no-pipelining runs one stage: use --pp 1 --vpp 1 (got --pp 4 --vpp 1)");
+  EXPECT_NE(rejection(opts(ScheduleKind::NoPipelining, 1, 2, 4)).find("use --pp 1 --vpp 1"), std::string::npos);
+  for (ScheduleKind k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
+    const std::string msg = rejection(opts(k, 4, 2, 8));
+    EXPECT_NE(msg.find("--schedule " + std::string(kind_name(k))), std::string::npos) << msg;
+    EXPECT_NE(msg.find("use --vpp 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--schedule interleaved"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 4, 1, 3)), "");
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 1, 3, 3)), "");
+}
+
+TEST(GenerateOptions, LayersMustCoverEveryChunk) {
+  auto o = opts(ScheduleKind::Interleaved, 4, 2, 8);
+  o.layers = 7;
+  EXPECT_EQ(rejection(o), "--layers must be >= --pp * --vpp = 8 so every chunk holds a layer, got 7");
+  o.layers = 8;
+  EXPECT_EQ(rejection(o), "");
+  o.layers = 13;  // not a multiple: the first chunks take the remainder
+  EXPECT_EQ(rejection(o), "");
+}
+
+TEST(GenerateOptions, GroupSizeFollowsMegatronsRule) {
+  // Below PP, or leaving a last group shorter than PP: rejected, with a suggestion.
+  const std::string msg = rejection(opts(ScheduleKind::Interleaved, 4, 2, 10, 3));
+  EXPECT_NE(msg.find("--group-size 3 does not work with --pp 4 --mb 10"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("e.g. --group-size 5"), std::string::npos) << msg;
+  EXPECT_NE(rejection(opts(ScheduleKind::Interleaved, 4, 2, 9, 4)), "");  // last group of 1
+  EXPECT_NE(rejection(opts(ScheduleKind::MPipe, 4, 2, 10, 2)), "");
+  // Accepted: a multiple, a last group of >= PP, one group, one chunk, one rank.
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 4, 2, 12, 4)), "");
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 4, 2, 9, 5)), "");
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 4, 2, 10, 10)), "");
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 4, 2, 10, 64)), "");
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 4, 1, 10, 3)), "");
+  EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 1, 3, 10, 3)), "");
+}
+
+TEST(GenerateOptions, DefaultGroupSizeAvoidsShortLastGroups) {
+  auto g = [](int pp, int mb) { return opts(ScheduleKind::Interleaved, pp, 2, mb).effective_group_size(); };
+  EXPECT_EQ(g(4, 8), 4);
+  EXPECT_EQ(g(4, 3), 4);   // MB < PP: one group
+  EXPECT_EQ(g(4, 10), 5);  // torch's per-round size: 2 rounds of 5
+  EXPECT_EQ(g(4, 5), 5);
+  EXPECT_EQ(g(4, 9), 5);   // groups 5, 4
+  EXPECT_EQ(g(4, 13), 7);  // groups 7, 6
+  EXPECT_EQ(g(1, 7), 1);
+  EXPECT_EQ(opts(ScheduleKind::Interleaved, 4, 2, 9, 3).effective_group_size(), 3);
+}
+
+TEST(GenerateBody, NoPipeliningAlternates) {
+  const auto s = generate(opts(ScheduleKind::NoPipelining, 1, 1, 3));
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_EQ(text(s.ranks[0]), "0F0 0B0 0F1 0B1 0F2 0B2");
+}
+
+TEST(GenerateBody, GPipeRunsAllForwardsThenAllBackwards) {
+  const auto s = generate(opts(ScheduleKind::GPipe, 2, 1, 2));
+  EXPECT_EQ(text(s.ranks[0]), "0F0 0SEND_F0@1 0F1 0SEND_F1@1 0RECV_B0@1 0B0 0RECV_B1@1 0B1");
+  EXPECT_EQ(text(s.ranks[1]), "1RECV_F0@0 1F0 1RECV_F1@0 1F1 1B0 1SEND_B0@0 1B1 1SEND_B1@0");
+}
+
+// Sends right after their compute, receives right before theirs: the steady
+// state batches SEND_F+RECV_B and SEND_B+RECV_F like Megatron's 1F1B.
+TEST(GenerateBody, OneFOneBPlacesCommsNaturally) {
+  const auto s = generate(opts(ScheduleKind::OneFOneB, 3, 1, 4));
+  EXPECT_EQ(text(s.ranks[0]),
+            "0F0 0SEND_F0@1 0F1 0SEND_F1@1 0F2 0SEND_F2@1 0RECV_B0@1 0B0 0F3 0SEND_F3@1 0RECV_B1@1 0B1 "
+            "0RECV_B2@1 0B2 0RECV_B3@1 0B3");
+  EXPECT_EQ(text(s.ranks[1]),
+            "1RECV_F0@0 1F0 1SEND_F0@2 1RECV_F1@0 1F1 1SEND_F1@2 1RECV_B0@2 1B0 1SEND_B0@0 1RECV_F2@0 1F2 "
+            "1SEND_F2@2 1RECV_B1@2 1B1 1SEND_B1@0 1RECV_F3@0 1F3 1SEND_F3@2 1RECV_B2@2 1B2 1SEND_B2@0 "
+            "1RECV_B3@2 1B3 1SEND_B3@0");
+  EXPECT_EQ(text(s.ranks[2]),
+            "2RECV_F0@1 2F0 2B0 2SEND_B0@1 2RECV_F1@1 2F1 2B1 2SEND_B1@1 2RECV_F2@1 2F2 2B2 2SEND_B2@1 "
+            "2RECV_F3@1 2F3 2B3 2SEND_B3@1");
+}
+
+TEST(GenerateBody, OneFOneBWarmupCounts) {
+  for (int pp = 1; pp <= 8; ++pp)
+    for (int mb = 1; mb <= 32; ++mb) {
+      const auto order = body_compute_order(opts(ScheduleKind::OneFOneB, pp, 1, mb));
+      for (int r = 0; r < pp; ++r) {
+        // Warmup min(PP-r-1, MB) forwards, then the first steady forward.
+        EXPECT_EQ(leading_forwards(order[r]), std::min(pp - r, mb)) << "pp " << pp << " mb " << mb << " rank " << r;
+        EXPECT_EQ(order[r].size(), 2u * mb);
+      }
+    }
+}
+
+TEST(GenerateBody, InterleavedTableIsMegatrons) {
+  // Megatron's docstring example: PP2, N3 (group), M5, VP2.
+  const std::vector<MicroChunk> want = {{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1},
+                                        {2, 1}, {3, 0}, {4, 0}, {3, 1}, {4, 1}};
+  EXPECT_EQ(interleaved_table(5, 2, 3), want);
+  EXPECT_EQ(interleaved_table(2, 2, 4), (std::vector<MicroChunk>{{0, 0}, {1, 0}, {0, 1}, {1, 1}}));
+}
+
+TEST(GenerateBody, InterleavedComputeOrder) {
+  const auto order = body_compute_order(opts(ScheduleKind::Interleaved, 2, 2, 4));
+  // Rank 0: warmup (2-1)*2 + 2 = 4, rank 1: 2; backward walks the chunks in reverse.
+  EXPECT_EQ(text(order[0]), "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3");
+  EXPECT_EQ(text(order[1]), "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");
+}
+
+TEST(GenerateBody, InterleavedWarmupCounts) {
+  for (int pp = 1; pp <= 8; ++pp)
+    for (int v = 1; v <= 4; ++v)
+      for (int mb = 1; mb <= 32; ++mb) {
+        const auto o = opts(ScheduleKind::Interleaved, pp, v, mb);
+        const auto order = body_compute_order(o);
+        const int g = o.effective_group_size();
+        for (int r = 0; r < pp; ++r) {
+          const int warmup = std::min((v - 1) * g + 2 * (pp - 1 - r), v * mb);
+          EXPECT_EQ(interleaved_warmup(o, r), warmup);
+          EXPECT_EQ(leading_forwards(order[r]), std::min(warmup + 1, v * mb))
+              << "pp " << pp << " v " << v << " mb " << mb << " rank " << r;
+        }
+      }
+}
+
+TEST(GenerateBody, InterleavedAcceptsFewOrUnevenMicroBatches) {
+  const std::vector<std::tuple<int, int, int>> cases = {{4, 2, 1}, {4, 2, 3},  {8, 3, 5}, {4, 3, 5},
+                                                        {4, 2, 10}, {6, 4, 8}, {4, 4, 17}};
+  for (auto [pp, v, mb] : cases) {
+    const auto s = generate(opts(ScheduleKind::Interleaved, pp, v, mb));
+    const auto res = validate(s);
+    EXPECT_TRUE(res.ok()) << "pp " << pp << " v " << v << " mb " << mb << "\n" << res.to_string();
+  }
+}
+
+TEST(GenerateComms, NoneWithinOneRank) {
+  const auto s = generate(opts(ScheduleKind::Interleaved, 1, 3, 4));
+  EXPECT_EQ(s.ranks[0], body_compute_order(s.options)[0]);
+  EXPECT_TRUE(validate(s).ok());
+}
+
+// With PP = 2 and v = 2 rank 1 gets chunk 1's gradient of micro 0 before its
+// forward of micro 2, but consumes it only after: the receive moves up so the
+// rendezvous cannot deadlock, and stays in FIFO order with the activations.
+TEST(GenerateComms, EarlyReceiveWhereNaturalPlacementDeadlocks) {
+  const auto s = generate(opts(ScheduleKind::Interleaved, 2, 2, 4));
+  const auto& r1 = s.ranks[1];
+  const int recv = position(r1, {ActionType::RECV_B, 1, 0, 0});
+  ASSERT_GE(recv, 0);
+  EXPECT_LT(recv, position(r1, {ActionType::FWD, 1, 2, -1}));
+  EXPECT_LT(position(r1, {ActionType::FWD, 1, 2, -1}), position(r1, {ActionType::BWD, 1, 0, -1}));
+  const auto res = validate(s);
+  EXPECT_TRUE(res.ok()) << res.to_string();
+}
+
+TEST(GenerateComms, RejectsBadComputeLists) {
+  const auto o = opts(ScheduleKind::OneFOneB, 2, 1, 1);
+  auto wrong_rank = body_compute_order(o);
+  std::swap(wrong_rank[0], wrong_rank[1]);
+  EXPECT_THROW(insert_body_comms(o, wrong_rank), std::invalid_argument);
+  EXPECT_THROW(insert_body_comms(o, {{}}), std::invalid_argument);
+  // Rank 1 runs its backward before the forward it needs: can never run.
+  std::vector<std::vector<Action>> cyclic = {{{ActionType::FWD, 0, 0}, {ActionType::BWD, 0, 0}},
+                                             {{ActionType::BWD, 1, 0}, {ActionType::FWD, 1, 0}}};
+  try {
+    insert_body_comms(o, cyclic);
+    ADD_FAILURE() << "expected a throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 waits forever at 1B0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GenerateFilter, DropsActions) {
+  const auto s = generate(opts(ScheduleKind::OneFOneB, 2, 1, 2));
+  const auto f = filter(s, keep_compute);
+  EXPECT_EQ(f.ranks, body_compute_order(s.options));
+  EXPECT_EQ(f.options.kind, ScheduleKind::OneFOneB);
+}
+
+// Every kind over PP 1..8, v 1..4, MB 1..32 with the default group size: the
+// schedule validates and its compute is exactly the body order.
+TEST(GenerateGrid, EveryKindValidates) {
+  const auto start = std::chrono::steady_clock::now();
+  int checked = 0;
+  for (ScheduleKind kind : {ScheduleKind::NoPipelining, ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                            ScheduleKind::Interleaved})
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int v = 1; v <= 4; ++v)
+        for (int mb = 1; mb <= 32; ++mb) {
+          const auto o = opts(kind, pp, v, mb);
+          if (!rejection(o).empty()) continue;
+          const Schedule s = generate(o);
+          const auto res = validate(s);
+          ASSERT_TRUE(res.ok()) << kind_name(kind) << " pp " << pp << " v " << v << " mb " << mb << "\n"
+                                << res.to_string();
+          ASSERT_EQ(filter(s, keep_compute).ranks, body_compute_order(o));
+          ++checked;
+        }
+  EXPECT_EQ(checked, 32 + 8 * 32 * 2 + 8 * 4 * 32);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RecordProperty("seconds", std::to_string(seconds));
+}
+
+}  // namespace
+}  // namespace hp::schedule
