@@ -134,7 +134,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--pp", o.pp, "pipeline ranks")->capture_default_str();
   cmd->add_option("--vpp", o.vpp, "chunks (virtual stages) per rank")->capture_default_str();
   cmd->add_option("--mb", o.micro_batches, "micro-batches per step")->capture_default_str();
-  cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP)")
+  cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it)")
       ->capture_default_str();
   cmd->add_option("--layers", o.layers, "model layers, split evenly over pp*vpp chunks (0 = unchecked)")
       ->capture_default_str();

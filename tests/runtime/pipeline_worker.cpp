@@ -8,6 +8,7 @@
 // single-process reference step, which every rank computes itself (same seed,
 // same batch). Prints one line per case; exits 1 on the first mismatch.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cstdlib>
 #include <iostream>
