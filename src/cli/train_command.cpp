@@ -23,6 +23,7 @@ struct TrainArgs {
   std::string dtype = "float32";
   std::string overflow = "full";
   std::string layers_per_stage;
+  std::string fault;  // RANK:STEP:KIND
   int nproc = 0;  // 0: 4 local ranks, or one rank of a job when the torchrun variables are set
   double timeout_s = 300;
   std::vector<std::string> argv;  // what the ranks re-run
@@ -61,6 +62,14 @@ train::TrainOptions resolve(const TrainArgs& a, int world) {
   o.pipeline.model.dtype = *dtype;
   o.pipeline.model.max_seq_len = o.seq_len;
   if (!a.layers_per_stage.empty()) o.pipeline.layers_per_stage = parse_counts(a.layers_per_stage);
+  if (!a.fault.empty()) {
+    std::stringstream in(a.fault);
+    std::string rank, step;
+    if (!std::getline(in, rank, ':') || !std::getline(in, step, ':') || !std::getline(in, o.fault.kind))
+      throw std::invalid_argument("--inject-fault '" + a.fault + "': expected RANK:STEP:exit|hang");
+    o.fault.rank = std::stoi(rank);
+    o.fault.step = std::stoll(step);
+  }
   o.validate();
   return o;
 }
@@ -141,6 +150,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--metrics", t.metrics, "JSON lines, one per step");
   cmd->add_option("--log-interval", t.log_interval, "steps between log lines (no TTY)")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
+  cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang makes that rank fail at that step");
   cmd->add_option("--timeout", a->timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
   cmd->callback([a, exit_code] {
     const bool as_rank = comm::has_environment();

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <cstdio>
@@ -97,6 +99,8 @@ void TrainOptions::validate() const {
   if (steps < 1) fail("--steps must be >= 1, got " + std::to_string(steps));
   if (clip_grad < 0) fail("--clip-grad must be >= 0, got " + std::to_string(clip_grad));
   if (save_interval < 0) fail("--save-interval must be >= 0");
+  if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang")
+    fail("--inject-fault: the kind must be exit or hang, got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("--save-interval needs --save DIR");
   pipeline.model.validate();
   adam.validate();
@@ -161,6 +165,12 @@ TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
   result.last_step = o.steps;
   Progress progress(first_step, o.steps, o.log_interval);
   for (std::int64_t step = first_step; step <= o.steps; ++step) {
+    if (o.fault.rank == rank && o.fault.step == step) {
+      std::cerr << "rank " << rank << ": injected fault (" << o.fault.kind << ") at step " << step << std::endl;
+      if (o.fault.kind == "hang")
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      std::_Exit(17);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     double loss = 0;
     std::int64_t tokens = 0;

@@ -22,6 +22,16 @@ class ProcessGroup;
 
 namespace hp::train {
 
+// Makes one rank fail on purpose at the start of a step, so the job's fault
+// handling (peers time out or see the dead connection, the launcher names the
+// rank) can be exercised: "exit" ends the process with code 17, "hang" blocks
+// it forever.
+struct FaultInjection {
+  int rank = -1;  // -1: none
+  std::int64_t step = 0;
+  std::string kind = "exit";  // exit | hang
+};
+
 struct TrainOptions {
   runtime::PipelineOptions pipeline;  // schedule (pp = world size), model, executor options
   int micro_batch_size = 2;           // --micro-batch-size: sequences per micro-batch
@@ -37,6 +47,7 @@ struct TrainOptions {
   std::string load;                   // --load DIR
   std::string metrics;                // --metrics FILE (JSON lines, written by rank 0)
   int log_interval = 10;              // --log-interval
+  FaultInjection fault;               // --inject-fault RANK:STEP:exit|hang
 
   // Checks what can be checked without a process group (model, schedule,
   // partition, data); throws std::invalid_argument naming the flag.
