@@ -1,0 +1,83 @@
+// The hyperpipe binary as a user runs it: bad input fails fast with one clear
+// line naming the option; plan's outputs are consistent with each other.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "run_command.hpp"
+
+namespace hp::testing {
+namespace {
+
+void expect_error(const std::string& args, const std::string& needle) {
+  const auto r = run_command(hyperpipe() + " " + args, 60);
+  EXPECT_NE(r.exit_code, 0) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << args << "\n" << r.output;
+  // Nothing was launched: no rank printed anything.
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << args << "\n" << r.output;
+}
+
+TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
+  expect_error("plan --pp 0", "--pp");
+  expect_error("plan --mb 0", "--mb");
+  expect_error("plan --vpp 0", "--vpp");
+  expect_error("plan --schedule zigzag", "allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
+  expect_error("plan --schedule mpipe --pp 4 --vpp 1 --layers 8 --transpose-layers 2", "--transpose-layers");
+  expect_error("plan --schedule mpipe --pp 1 --vpp 1", "--pp");
+  expect_error("plan --from-csv /nonexistent.csv", "/nonexistent.csv");
+  const std::string dir = fresh_dir("badcsv");
+  run_command("printf '0,0F0,0B0\\n1,1F0,1BOGUS\\n' > " + dir + "/bad.csv");
+  expect_error("plan --from-csv " + dir + "/bad.csv", "1BOGUS");
+  run_command("printf '0,0F0,0SEND_F0@1,0B0\\n1,1F0,1B0,1SEND_B0@0\\n' > " + dir + "/unmatched.csv");
+  expect_error("plan --from-csv " + dir + "/unmatched.csv", "rank 1");
+}
+
+TEST(PlanCli, CsvRoundTripsThroughTheCommandLine) {
+  const std::string dir = fresh_dir("csv");
+  for (const std::string& args : {"--schedule 1f1b --pp 4 --vpp 1 --mb 6", "--schedule interleaved --pp 3 --vpp 2 --mb 5",
+                                   "--schedule mpipe --pp 4 --vpp 2 --mb 8 --layers 16 --transpose-layers 1 --owner-backward"}) {
+    const auto a = run_command(hyperpipe() + " plan " + args + " --format csv > " + dir + "/s.csv");
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    const auto b = run_command(hyperpipe() + " plan --from-csv " + dir + "/s.csv --format csv");
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    const auto c = run_command("cat " + dir + "/s.csv");
+    EXPECT_EQ(b.output, c.output) << args;
+  }
+}
+
+TEST(PlanCli, SimulateJsonGivesTheTextbookOneFOneBStep) {
+  const auto r = run_command(hyperpipe() + " plan --schedule 1f1b --pp 4 --vpp 1 --mb 8 --simulate --format json "
+                                           "--cost-f 1 --cost-b 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_DOUBLE_EQ(j.at("step_time").get<double>(), (8 + 4 - 1) * 3.0);
+  ASSERT_EQ(j.at("ranks").size(), 4u);
+  EXPECT_EQ(j.at("ranks")[0].at("peak_activations").get<int>(), 4);
+  EXPECT_TRUE(j.contains("bubble_fraction"));
+}
+
+TEST(PlanCli, WritesSvgAndTrace) {
+  const std::string dir = fresh_dir("pics");
+  const auto r = run_command(hyperpipe() + " plan --schedule mpipe --pp 4 --vpp 1 --mb 4 --layers 8 --svg " + dir +
+                             "/t.svg --trace " + dir + "/t.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(run_command("head -c 200 " + dir + "/t.svg").output.find("<svg"), std::string::npos);
+  std::ifstream trace(dir + "/t.json");
+  const auto j = nlohmann::json::parse(trace);
+  EXPECT_FALSE(j.at("traceEvents").empty());
+}
+
+TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
+  expect_error("train --hidden 64 --heads 3", "--heads");
+  expect_error("train --layers 6 --vpp 2", "--layers");
+  expect_error("train --mb 0", "--mb");
+  expect_error("train --schedule zigzag", "--schedule");
+  expect_error("train --schedule no-pipelining", "--pp");  // 4 ranks by default
+  expect_error("train --dtype float16", "--dtype");
+  expect_error("train --seq-len 0", "--seq-len");
+  expect_error("train --load /nonexistent/ckpt", "/nonexistent/ckpt");
+  expect_error("train --data /nonexistent.txt", "/nonexistent.txt");
+  expect_error("train --schedule mpipe --transpose-layers 9", "--transpose-layers");
+}
+
+}  // namespace
+}  // namespace hp::testing

@@ -1,0 +1,78 @@
+// `hyperpipe train` end to end with real local ranks: pipelined and
+// unpipelined loss curves agree, checkpoints move between layouts, and a
+// failing rank stops the job with its name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "run_command.hpp"
+
+namespace hp::testing {
+namespace {
+
+// A tiny double-precision model so curves can be compared to 1e-9.
+const std::string kModel =
+    " --layers 8 --hidden 32 --heads 2 --seq-len 16 --micro-batch-size 1 --mb 4 --dtype float64 --lr 1e-3"
+    " --warmup-steps 2 --timeout 30 --log-interval 1";
+
+std::vector<std::pair<long, double>> train(const std::string& args, const std::string& metrics) {
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --metrics " + metrics + " " + args, 300);
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  return read_losses(metrics);
+}
+
+void expect_same_curve(const std::vector<std::pair<long, double>>& a, const std::vector<std::pair<long, double>>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_NEAR(a[i].second, b[i].second, 1e-9 * std::abs(b[i].second)) << "step " << a[i].first;
+  }
+}
+
+TEST(TrainDist, PipelinedAndUnpipelinedAdamWCurvesAgree) {
+  const std::string dir = fresh_dir("curve");
+  const auto ref = train("--nproc 1 --schedule no-pipelining --vpp 1 --steps 4", dir + "/ref.jsonl");
+  ASSERT_EQ(ref.size(), 4u);
+  EXPECT_LT(ref.back().second, ref.front().second);
+  expect_same_curve(train("--nproc 4 --schedule 1f1b --vpp 1 --steps 4", dir + "/1f1b.jsonl"), ref);
+  expect_same_curve(train("--nproc 2 --schedule interleaved --vpp 2 --steps 4", dir + "/il.jsonl"), ref);
+  expect_same_curve(train("--nproc 2 --schedule gpipe --vpp 1 --steps 4", dir + "/gpipe.jsonl"), ref);
+}
+
+TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
+  const std::string dir = fresh_dir("ckpt");
+  const auto full = train("--nproc 4 --schedule 1f1b --vpp 1 --steps 6 --tie-embeddings", dir + "/full.jsonl");
+  ASSERT_EQ(full.size(), 6u);
+  train("--nproc 4 --schedule 1f1b --vpp 1 --steps 3 --tie-embeddings --save " + dir + "/ck", dir + "/first.jsonl");
+  const std::vector<std::pair<long, double>> tail(full.begin() + 3, full.end());
+  expect_same_curve(train("--nproc 2 --schedule interleaved --vpp 2 --steps 6 --tie-embeddings --load " + dir + "/ck",
+                          dir + "/pp2.jsonl"),
+                    tail);
+  expect_same_curve(train("--nproc 1 --schedule no-pipelining --vpp 1 --steps 6 --tie-embeddings --load " + dir + "/ck",
+                          dir + "/pp1.jsonl"),
+                    tail);
+  // A checkpoint of another model is refused before any rank starts.
+  const auto r = run_command(hyperpipe() + " train --nproc 2 --schedule 1f1b --vpp 1 --layers 4 --load " + dir + "/ck");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--load"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;
+}
+
+TEST(TrainDist, ADeadRankFailsTheJobFastAndIsNamed) {
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 4 --schedule 1f1b --vpp 1 --steps 5 --inject-fault 2:2:exit", 120);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 2 failed"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << r.output;
+}
+
+TEST(TrainDist, AHungRankMakesThePeersTimeOutNamingIt) {
+  const auto r = run_command(
+      hyperpipe() + " train" + kModel + " --nproc 2 --schedule 1f1b --vpp 1 --steps 5 --inject-fault 1:2:hang --timeout 5", 120);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_LT(r.seconds, 60) << r.output;
+}
+
+}  // namespace
+}  // namespace hp::testing
