@@ -24,13 +24,21 @@ std::vector<std::string> lines_of(const fs::path& p) {
   return out;
 }
 
+fs::path test_dir() { return fs::temp_directory_path() / ("hp_metrics_test_" + std::to_string(::getpid())); }
+
 fs::path fresh_path(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("hp_metrics_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path p = dir / name;
+  fs::create_directories(test_dir());
+  const fs::path p = test_dir() / name;
   fs::remove(p);
   return p;
 }
+
+// Removes this process's scratch directory after the tests.
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override { fs::remove_all(test_dir()); }
+};
+const auto* const kCleanup = ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
 
 TEST(Metrics, LinesParseAsJsonAndAreFlushedPerLine) {
   const fs::path path = fresh_path("m.jsonl");
