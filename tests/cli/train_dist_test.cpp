@@ -14,10 +14,10 @@ namespace {
 // A tiny double-precision model so curves can be compared to 1e-9.
 const std::string kModel =
     " --layers 8 --hidden 32 --heads 2 --seq-len 16 --micro-batch-size 1 --mb 4 --dtype float64 --lr 1e-3"
-    " --warmup-steps 2 --timeout 30 --log-interval 1";
+    " --warmup-steps 2 --log-interval 1";
 
 std::vector<std::pair<long, double>> train(const std::string& args, const std::string& metrics) {
-  const auto r = run_command(hyperpipe() + " train" + kModel + " --metrics " + metrics + " " + args, 300);
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --timeout 30 --metrics " + metrics + " " + args, 300);
   EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
   return read_losses(metrics);
 }
@@ -60,7 +60,7 @@ TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
 }
 
 TEST(TrainDist, ADeadRankFailsTheJobFastAndIsNamed) {
-  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 4 --schedule 1f1b --vpp 1 --steps 5 --inject-fault 2:2:exit", 120);
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 4 --schedule 1f1b --vpp 1 --steps 5 --timeout 30 --inject-fault 2:2:exit", 120);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 2 failed"), std::string::npos) << r.output;
   EXPECT_LT(r.seconds, 60) << r.output;
