@@ -1,0 +1,50 @@
+// DistEnv: where this process sits in a multi-process job, read from the
+// torchrun-compatible environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT). Both `torchrun --no-python ...` and hyperpipe's own local
+// launcher (launcher.hpp) set these variables.
+//
+// Contract: a plain value type, no LibTorch, no global state. from_environment()
+// reads the process environment once; parse() takes any lookup function so that
+// callers and tests need not touch the real environment. Every parse error is a
+// std::invalid_argument whose message names the variable, the value that was
+// found and what would have been valid.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace hp::comm {
+
+struct DistEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  // 0 means "let rank 0's store pick a free port"; only meaningful when
+  // world_size == 1 (nobody else needs to find it). parse() rejects 0 otherwise.
+  int master_port = 0;
+
+  // A one-process group on loopback (rank 0 of 1, store on a free port).
+  static DistEnv single_process();
+
+  // Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
+  // process environment (all five are required). Throws std::invalid_argument,
+  // e.g. "RANK=abc is not an integer", "RANK=4 must be in [0, WORLD_SIZE=4)",
+  // "MASTER_PORT is not set ...".
+  static DistEnv from_environment();
+
+  // Same rules as from_environment(), but variables come from `lookup`
+  // (nullopt = not set).
+  static DistEnv parse(const std::function<std::optional<std::string>(const std::string&)>& lookup);
+
+  // "rank 1/4 (local 1) master 127.0.0.1:29500", for logs.
+  std::string to_string() const;
+};
+
+// True when this process looks launched as one rank of a job: RANK or
+// WORLD_SIZE is set. (A partial environment then makes from_environment()
+// report what is missing instead of silently running as a single process.)
+bool has_environment();
+
+}  // namespace hp::comm

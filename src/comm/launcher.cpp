@@ -1,0 +1,478 @@
+#include "comm/launcher.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+extern char** environ;
+
+namespace hp::comm {
+
+using Clock = std::chrono::steady_clock;
+
+std::string LaunchOutput::formatted() const {
+  if (rank < 0) return text;
+  return "[rank " + std::to_string(rank) + "] " + text;
+}
+
+int pick_free_port(const std::string& addr) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(std::string("pick_free_port: socket() failed: ") + std::strerror(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw std::runtime_error("pick_free_port: bind(" + addr + ":0) failed: " + std::strerror(e));
+  }
+  socklen_t len = sizeof(sa);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw std::runtime_error(std::string("pick_free_port: getsockname() failed: ") + std::strerror(e));
+  }
+  ::close(fd);
+  return ntohs(sa.sin_port);
+}
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+int g_wake_fd = -1;  // write end of the self-pipe
+
+extern "C" void launcher_on_signal(int sig) {
+  g_signal = sig;
+  if (g_wake_fd >= 0) {
+    int saved = errno;
+    char c = 1;
+    [[maybe_unused]] ssize_t n = ::write(g_wake_fd, &c, 1);
+    errno = saved;
+  }
+}
+
+// Installs the forwarding handlers for SIGINT/SIGTERM and restores the
+// previous ones on destruction.
+class SignalGuard {
+ public:
+  explicit SignalGuard(bool enable) : enabled_(enable) {
+    if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw std::runtime_error(std::string("hyperpipe launch: pipe2() failed: ") + std::strerror(errno));
+    }
+    g_signal = 0;
+    g_wake_fd = pipe_[1];
+    if (!enabled_) return;
+    struct sigaction sa {};
+    sa.sa_handler = launcher_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalGuard() {
+    if (enabled_) {
+      ::sigaction(SIGINT, &old_int_, nullptr);
+      ::sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    g_wake_fd = -1;
+    ::close(pipe_[0]);
+    ::close(pipe_[1]);
+  }
+  int read_fd() const { return pipe_[0]; }
+  void drain() const {
+    char buf[64];
+    while (::read(pipe_[0], buf, sizeof(buf)) > 0) {
+    }
+  }
+
+ private:
+  bool enabled_;
+  int pipe_[2] = {-1, -1};
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+int cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+  }
+  const char* d = ::strsignal(sig);
+  return d != nullptr ? std::string(d) : "signal " + std::to_string(sig);
+}
+
+struct Stream {
+  int fd = -1;
+  bool is_stderr = false;
+  std::string pending;
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;  // raw waitpid status once exited
+  Stream out;
+  Stream err;
+};
+
+class EnvBuilder {
+ public:
+  EnvBuilder() {
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) vars_.emplace_back(*e);
+  }
+  bool has(const std::string& key) const {
+    return std::any_of(vars_.begin(), vars_.end(), [&](const std::string& kv) { return is_key(kv, key); });
+  }
+  void set(const std::string& key, const std::string& value) {
+    for (auto& kv : vars_) {
+      if (is_key(kv, key)) {
+        kv = key + "=" + value;
+        return;
+      }
+    }
+    vars_.push_back(key + "=" + value);
+  }
+  std::vector<char*> envp() {
+    std::vector<char*> out;
+    for (auto& kv : vars_) out.push_back(kv.data());
+    out.push_back(nullptr);
+    return out;
+  }
+
+ private:
+  static bool is_key(const std::string& kv, const std::string& key) {
+    return kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=';
+  }
+  std::vector<std::string> vars_;
+};
+
+class Launch {
+ public:
+  explicit Launch(const LaunchOptions& o) : o_(o) {
+    sink_ = o.on_output ? o.on_output : [](const LaunchOutput& l) {
+      std::string s = l.formatted() + "\n";
+      std::FILE* f = l.is_stderr ? stderr : stdout;
+      std::fwrite(s.data(), 1, s.size(), f);
+      std::fflush(f);
+    };
+  }
+
+  int run() {
+    const int port = o_.master_port != 0 ? o_.master_port : pick_free_port(o_.master_addr);
+    SignalGuard signals(o_.forward_signals);
+    ranks_.resize(o_.nproc);
+    const auto start = Clock::now();
+
+    for (int r = 0; r < o_.nproc; ++r) {
+      ranks_[r].rank = r;
+      std::string error = spawn(ranks_[r], port);
+      if (!error.empty()) {
+        say("hyperpipe launch: cannot start rank " + std::to_string(r) + " (" + o_.command[0] + "): " + error +
+            (r > 0 ? "; stopping the other ranks" : ""));
+        result_ = 127;
+        begin_stop(SIGTERM);
+        break;
+      }
+    }
+
+    const Clock::time_point job_deadline =
+        o_.job_timeout.count() > 0 ? start + o_.job_timeout : Clock::time_point::max();
+    Clock::time_point drain_deadline = Clock::time_point::max();
+    while (true) {
+      const bool any_running = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.running; });
+      const bool any_open = std::any_of(ranks_.begin(), ranks_.end(),
+                                        [](const Rank& r) { return r.out.fd >= 0 || r.err.fd >= 0; });
+      if (!any_running) {
+        if (!any_open) break;
+        // Every rank is gone; a grandchild may still hold a pipe. Drain briefly.
+        if (drain_deadline == Clock::time_point::max()) drain_deadline = Clock::now() + o_.shutdown_grace;
+        if (Clock::now() >= drain_deadline) {
+          for (Rank& r : ranks_) {
+            close_stream(r, r.out);
+            close_stream(r, r.err);
+          }
+          break;
+        }
+      }
+      pump(signals);
+      if (g_signal != 0 && !stopping_) {
+        interrupted_ = g_signal;
+        begin_stop(static_cast<int>(g_signal));
+      }
+      reap();
+      const auto now = Clock::now();
+      if (!stopping_ && now >= job_deadline) {
+        say("hyperpipe launch: the job did not finish within its timeout of " +
+            std::to_string(o_.job_timeout.count()) + " ms; stopping all ranks");
+        result_ = 124;
+        begin_stop(SIGTERM);
+      }
+      if (stopping_ && !killed_ && now >= kill_deadline_) {
+        for (Rank& r : ranks_) {
+          if (r.running) ::kill(-r.pid, SIGKILL);
+        }
+        killed_ = true;
+      }
+    }
+    if (result_ >= 0) return result_;
+    if (interrupted_ != 0) return 128 + interrupted_;
+    return 0;
+  }
+
+ private:
+  void say(const std::string& text) { sink_(LaunchOutput{-1, true, text}); }
+
+  std::string spawn(Rank& rk, int port) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return std::string("pipe2: ") + std::strerror(errno);
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      int e = errno;
+      ::close(out[0]);
+      ::close(out[1]);
+      return std::string("pipe2: ") + std::strerror(e);
+    }
+    EnvBuilder env;
+    const bool omp_given = env.has("OMP_NUM_THREADS") ||
+                           std::any_of(o_.extra_env.begin(), o_.extra_env.end(),
+                                       [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
+    if (!omp_given) env.set("OMP_NUM_THREADS", std::to_string(std::max(1, cpu_count() / o_.nproc)));
+    for (const auto& kv : o_.extra_env) env.set(kv.first, kv.second);
+    env.set("RANK", std::to_string(rk.rank));
+    env.set("LOCAL_RANK", std::to_string(rk.rank));
+    env.set("WORLD_SIZE", std::to_string(o_.nproc));
+    env.set("LOCAL_WORLD_SIZE", std::to_string(o_.nproc));
+    env.set("MASTER_ADDR", o_.master_addr);
+    env.set("MASTER_PORT", std::to_string(port));
+    std::vector<char*> envp = env.envp();
+
+    std::vector<std::string> args = o_.command;
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    int rc = ::posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(out[1]);
+    ::close(err[1]);
+    if (rc != 0) {
+      ::close(out[0]);
+      ::close(err[0]);
+      return std::strerror(rc);
+    }
+    ::fcntl(out[0], F_SETFL, ::fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, ::fcntl(err[0], F_GETFL) | O_NONBLOCK);
+    rk.pid = pid;
+    rk.running = true;
+    rk.out = Stream{out[0], false, {}};
+    rk.err = Stream{err[0], true, {}};
+    return {};
+  }
+
+  void emit(const Rank& rk, const Stream& s, std::string text) {
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    sink_(LaunchOutput{rk.rank, s.is_stderr, std::move(text)});
+  }
+
+  void close_stream(Rank& rk, Stream& s) {
+    if (s.fd < 0) return;
+    if (!s.pending.empty()) emit(rk, s, std::move(s.pending));
+    s.pending.clear();
+    ::close(s.fd);
+    s.fd = -1;
+  }
+
+  // Reads whatever is available (waiting at most 50 ms) and emits full lines.
+  void pump(const SignalGuard& signals) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank*, Stream*>> owners;
+    fds.push_back(pollfd{signals.read_fd(), POLLIN, 0});
+    owners.emplace_back(nullptr, nullptr);
+    for (Rank& r : ranks_) {
+      for (Stream* s : {&r.out, &r.err}) {
+        if (s->fd >= 0) {
+          fds.push_back(pollfd{s->fd, POLLIN, 0});
+          owners.emplace_back(&r, s);
+        }
+      }
+    }
+    int n = ::poll(fds.data(), fds.size(), 50);
+    if (n <= 0) return;
+    if (fds[0].revents != 0) signals.drain();
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Rank& rk = *owners[i].first;
+      Stream& s = *owners[i].second;
+      char buf[65536];
+      while (true) {
+        ssize_t got = ::read(s.fd, buf, sizeof(buf));
+        if (got > 0) {
+          s.pending.append(buf, static_cast<std::size_t>(got));
+          std::size_t pos;
+          while ((pos = s.pending.find('\n')) != std::string::npos) {
+            emit(rk, s, s.pending.substr(0, pos));
+            s.pending.erase(0, pos + 1);
+          }
+          if (s.pending.size() > (1u << 16)) {  // a very long line: pass it on in pieces
+            emit(rk, s, std::move(s.pending));
+            s.pending.clear();
+          }
+          continue;
+        }
+        if (got < 0 && (errno == EINTR)) continue;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        close_stream(rk, s);  // EOF or error
+        break;
+      }
+    }
+  }
+
+  void reap() {
+    for (Rank& r : ranks_) {
+      if (!r.running) continue;
+      int st = 0;
+      pid_t got = ::waitpid(r.pid, &st, WNOHANG);
+      if (got == 0) continue;
+      if (got < 0 && errno == EINTR) continue;
+      r.running = false;
+      r.status = st;
+      const bool failed = got < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+      if (!failed || stopping_) continue;
+      std::string how;
+      int code;
+      if (got < 0) {
+        how = "an unknown status (waitpid: " + std::string(std::strerror(errno)) + ")";
+        code = 1;
+      } else if (WIFSIGNALED(st)) {
+        how = "signal " + std::to_string(WTERMSIG(st)) + " (" + signal_name(WTERMSIG(st)) + ")";
+        code = 128 + WTERMSIG(st);
+      } else {
+        how = "exit code " + std::to_string(WEXITSTATUS(st));
+        code = WEXITSTATUS(st);
+      }
+      const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& x) { return x.running; });
+      // The rank's last lines first, so the failure line follows them.
+      flush_available(r);
+      say("hyperpipe launch: rank " + std::to_string(r.rank) + " failed with " + how +
+          (others ? "; stopping the other ranks" : ""));
+      result_ = code;
+      begin_stop(SIGTERM);
+    }
+  }
+
+  // Emits what the exited rank left in its pipes (it cannot write more).
+  void flush_available(Rank& rk) {
+    for (Stream* s : {&rk.out, &rk.err}) {
+      if (s->fd < 0) continue;
+      char buf[65536];
+      ssize_t got;
+      while ((got = ::read(s->fd, buf, sizeof(buf))) > 0) {
+        s->pending.append(buf, static_cast<std::size_t>(got));
+        std::size_t pos;
+        while ((pos = s->pending.find('\n')) != std::string::npos) {
+          emit(rk, *s, s->pending.substr(0, pos));
+          s->pending.erase(0, pos + 1);
+        }
+      }
+    }
+  }
+
+  void begin_stop(int sig) {
+    if (stopping_) return;
+    stopping_ = true;
+    for (Rank& r : ranks_) {
+      if (r.running) ::kill(-r.pid, sig);
+    }
+    kill_deadline_ = Clock::now() + o_.shutdown_grace;
+  }
+
+  const LaunchOptions& o_;
+  std::function<void(const LaunchOutput&)> sink_;
+  std::vector<Rank> ranks_;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_deadline_ = Clock::time_point::max();
+  int result_ = -1;
+  int interrupted_ = 0;
+};
+
+}  // namespace
+
+int launch_local(const LaunchOptions& opts) {
+  if (opts.nproc < 1) {
+    throw std::invalid_argument("launch_local: nproc " + std::to_string(opts.nproc) + " must be at least 1");
+  }
+  if (opts.command.empty() || opts.command[0].empty()) {
+    throw std::invalid_argument("launch_local: the command to run is empty");
+  }
+  if (opts.master_port < 0 || opts.master_port > 65535) {
+    throw std::invalid_argument("launch_local: master_port " + std::to_string(opts.master_port) +
+                                " must be in [0, 65535] (0: pick a free one)");
+  }
+  if (opts.shutdown_grace.count() < 0 || opts.job_timeout.count() < 0) {
+    throw std::invalid_argument("launch_local: shutdown_grace and job_timeout must not be negative");
+  }
+  return Launch(opts).run();
+}
+
+}  // namespace hp::comm

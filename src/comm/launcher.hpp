@@ -1,0 +1,67 @@
+// The built-in local launcher: starts the ranks of a one-host job, like
+// `torchrun --standalone --nproc-per-node N --no-python CMD...`.
+//
+// No LibTorch here: the launcher process must start no threads of its own
+// before it starts the ranks, and it never forks without exec (posix_spawn).
+//
+// Contract of launch_local():
+// - Starts opts.nproc copies of opts.command (argv; command[0] is searched in
+//   PATH) with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
+//   MASTER_PORT set, OMP_NUM_THREADS = max(1, cores / nproc) unless already set
+//   (in the environment or in extra_env), then opts.extra_env. stdin is
+//   /dev/null; each rank runs in its own process group.
+// - Every line a rank writes to stdout/stderr reaches opts.on_output (default:
+//   the same stream of this process, prefixed "[rank R] "), line by line, in
+//   the order each rank wrote them.
+// - When a rank exits non-zero or is killed by a signal, one line
+//   "hyperpipe launch: rank R failed with exit code C; stopping the other ranks"
+//   (or "... with signal S (NAME) ...") goes to on_output (as the launcher's
+//   stderr), the other ranks' process groups get SIGTERM, then SIGKILL after
+//   opts.shutdown_grace; launch_local returns that rank's status (C, or
+//   128 + S for a signal). When every rank exits 0 it returns 0.
+// - SIGINT/SIGTERM received while it runs are forwarded to the ranks (SIGKILL
+//   after the grace period) and the result is 128 + that signal. The previous
+//   signal dispositions are restored before returning.
+// - opts.job_timeout > 0 bounds the whole job: past it the ranks are stopped
+//   the same way and the result is 124.
+// - A rank that cannot be started (no such program) ends the launch with 127.
+// - Blocking; call from one thread at a time (signal handling is process-wide).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hp::comm {
+
+struct LaunchOutput {
+  int rank = -1;           // -1: a message of the launcher itself
+  bool is_stderr = false;
+  std::string text;        // the line, without newline and prefix
+  // "[rank R] text" for a rank's line, text for the launcher's own.
+  std::string formatted() const;
+};
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::vector<std::string> command;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free port
+  std::chrono::milliseconds shutdown_grace = std::chrono::seconds(3);
+  std::chrono::milliseconds job_timeout = std::chrono::milliseconds(0);  // 0: unbounded
+  std::vector<std::pair<std::string, std::string>> extra_env;
+  std::function<void(const LaunchOutput&)> on_output;  // empty: print prefixed lines
+  bool forward_signals = true;
+};
+
+// Throws std::invalid_argument for bad options (nproc < 1, empty command,
+// port out of range).
+int launch_local(const LaunchOptions& opts);
+
+// A TCP port that was free a moment ago on `addr` (bind to port 0, read it,
+// close). Throws std::runtime_error when no socket can be bound.
+int pick_free_port(const std::string& addr = "127.0.0.1");
+
+}  // namespace hp::comm

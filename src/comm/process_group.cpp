@@ -1,0 +1,665 @@
+#include "comm/process_group.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+
+// LibTorch version differences are confined to this block.
+//  - The work handle is c10d::Work from 1.13 on (c10d::ProcessGroup::Work before).
+//  - ProcessGroupGloo derives from c10d::ProcessGroup in 1.x and from c10d::Backend
+//    in 2.x; this file only names ProcessGroupGloo itself and its nested Options,
+//    whose create(timeout), devices and threads exist in both.
+#if TORCH_VERSION_MAJOR > 1 || (TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR >= 13)
+using C10dWork = c10d::Work;
+#else
+using C10dWork = c10d::ProcessGroup::Work;
+#endif
+
+namespace hp::comm {
+
+using Ms = std::chrono::milliseconds;
+
+namespace {
+
+std::string format_duration(Ms d) {
+  std::ostringstream os;
+  if (d.count() % 1000 == 0) {
+    os << d.count() / 1000 << " s";
+  } else if (d.count() > 1000) {
+    os << static_cast<double>(d.count()) / 1000.0 << " s";
+  } else {
+    os << d.count() << " ms";
+  }
+  return os.str();
+}
+
+// The message of an exception from c10d or Gloo without C++ backtraces and
+// without Gloo's "[/path/to/file.cc:123] " source prefix.
+std::string clean_message(const std::exception& e) {
+  std::string m;
+  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) {
+    m = ce->what_without_backtrace();
+  } else {
+    m = e.what();
+  }
+  // Gloo prefixes "[file:line] " (possibly several times when rethrown).
+  while (m.size() > 2 && m[0] == '[') {
+    std::size_t close = m.find("] ");
+    if (close == std::string::npos) break;
+    std::string inside = m.substr(1, close - 1);
+    if (inside.find(':') == std::string::npos || inside.find(' ') != std::string::npos) break;
+    m.erase(0, close + 2);
+  }
+  while (!m.empty() && std::isspace(static_cast<unsigned char>(m.back()))) m.pop_back();
+  return m;
+}
+
+bool contains_ci(const std::string& hay, const std::string& needle) {
+  auto it = std::search(hay.begin(), hay.end(), needle.begin(), needle.end(),
+                        [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+  return it != hay.end();
+}
+
+bool looks_like_timeout(const std::string& m) {
+  return contains_ci(m, "timed out") || contains_ci(m, "timeout");
+}
+
+bool looks_like_peer_gone(const std::string& m) {
+  return contains_ci(m, "closed by peer") || contains_ci(m, "connection reset") ||
+         contains_ci(m, "broken pipe") || contains_ci(m, "connection refused");
+}
+
+// The local address of the interface that routes to `host` (a UDP connect()
+// sends nothing; it only selects the route). Empty when it cannot be found.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port == 0 ? 9 : port);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || res == nullptr) return {};
+  // Prefer IPv4, as the store and most clusters do.
+  addrinfo* pick = res;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  }
+  std::string out;
+  int fd = ::socket(pick->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    if (::connect(fd, pick->ai_addr, pick->ai_addrlen) == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+        char buf[INET6_ADDRSTRLEN] = {0};
+        const void* src = ss.ss_family == AF_INET
+                              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+        if (inet_ntop(ss.ss_family, src, buf, sizeof(buf)) != nullptr) out = buf;
+      }
+    }
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+// Waits until something accepts TCP connections at host:port, or the
+// deadline passes. LibTorch 1.13's TCPStore client gives up at once when the
+// server is not listening yet, so clients probe first (a bare connect that the
+// store server sees as a client coming and going). Returns the last error.
+std::string wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
+  std::string last = "not tried";
+  while (true) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+    if (gai != 0) {
+      last = std::string("cannot resolve ") + host + ": " + gai_strerror(gai);
+    } else {
+      for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+        int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+        int err = rc == 0 ? 0 : errno;
+        ::close(fd);
+        if (rc == 0) {
+          freeaddrinfo(res);
+          return {};
+        }
+        last = std::strerror(err);
+      }
+      freeaddrinfo(res);
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return last;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(Ms(100), deadline - now));
+  }
+}
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
+
+std::string dtype_name(const at::Tensor& t) { return std::string(c10::toString(t.scalar_type())); }
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return c10d::ReduceOp(c10d::ReduceOp::SUM);
+    case ReduceOp::Product: return c10d::ReduceOp(c10d::ReduceOp::PRODUCT);
+    case ReduceOp::Min: return c10d::ReduceOp(c10d::ReduceOp::MIN);
+    case ReduceOp::Max: return c10d::ReduceOp(c10d::ReduceOp::MAX);
+  }
+  throw std::invalid_argument("unknown ReduceOp");
+}
+
+}  // namespace
+
+std::string reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Product: return "product";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+// State shared by the group and its outstanding Work objects (so a Work may
+// outlive the ProcessGroup object without dangling).
+struct Shared {
+  DistEnv env;
+  Ms timeout{};
+  int store_port = 0;
+  c10::intrusive_ptr<c10d::Store> store;  // keeps rank 0's server alive
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  std::atomic<std::uint64_t> bytes_sent{0};
+  std::atomic<std::uint64_t> bytes_received{0};
+  std::atomic<std::uint64_t> messages_sent{0};
+  std::atomic<std::uint64_t> messages_received{0};
+};
+
+namespace {
+
+// What an operation is, for error messages.
+struct OpInfo {
+  std::string op;     // "send", "recv", "broadcast", "all_reduce", "barrier"
+  int peer = -1;      // p2p only
+  int tag = -1;       // p2p only
+  std::string label;  // p2p: optional message name; collectives: the description
+};
+
+std::string describe(const OpInfo& info) {
+  std::ostringstream os;
+  if (info.peer >= 0) {
+    os << info.op;
+    if (!info.label.empty()) os << " " << info.label;
+    os << (info.op == "send" ? " to rank " : " from rank ") << info.peer << " (tag " << info.tag << ")";
+  } else {
+    os << info.label;
+  }
+  return os.str();
+}
+
+CommError make_error(const Shared& sh, const OpInfo& info, const std::string& transport_message, bool timed_out) {
+  std::ostringstream os;
+  os << "rank " << sh.env.rank << ": " << describe(info);
+  if (timed_out) {
+    os << " timed out after " << format_duration(sh.timeout) << "; ";
+    if (info.peer >= 0) {
+      os << "is rank " << info.peer << " alive?";
+    } else {
+      os << "are all " << sh.env.world_size << " ranks alive and calling it in the same order?";
+    }
+  } else {
+    os << " failed: " << transport_message;
+    if (info.peer >= 0 && looks_like_peer_gone(transport_message)) {
+      os << " (did rank " << info.peer << " exit or crash?)";
+    }
+  }
+  return CommError(os.str(), sh.env.rank, info.peer, info.op, info.tag, timed_out);
+}
+
+// One c10d work object plus what must live until it is waited, and what to do
+// after it succeeded (copy a staging buffer back, count bytes).
+class GlooWork final : public detail::WorkImpl {
+ public:
+  enum class Count { None, Sent, Received };
+
+  GlooWork(std::shared_ptr<Shared> sh, c10::intrusive_ptr<C10dWork> work, OpInfo info,
+           std::vector<at::Tensor> keep_alive, std::function<void()> on_success, at::Tensor result,
+           std::uint64_t nbytes, Count count)
+      : sh_(std::move(sh)), work_(std::move(work)), info_(std::move(info)), keep_(std::move(keep_alive)),
+        on_success_(std::move(on_success)), result_(std::move(result)), nbytes_(nbytes), count_(count) {}
+
+  void wait() override {
+    if (done_) {
+      if (error_) std::rethrow_exception(error_);
+      return;
+    }
+    bool ok = false;
+    std::string message;
+    try {
+      ok = work_->wait(sh_->timeout);
+      if (!ok) message = "the operation was aborted";
+    } catch (const std::exception& e) {
+      message = clean_message(e);
+    }
+    done_ = true;
+    if (!ok) {
+      // keep_ stays alive: after a timeout the transport may still touch it.
+      error_ = std::make_exception_ptr(make_error(*sh_, info_, message, looks_like_timeout(message)));
+      std::rethrow_exception(error_);
+    }
+    if (on_success_) on_success_();
+    if (count_ == Count::Sent) {
+      sh_->bytes_sent += nbytes_;
+      sh_->messages_sent += 1;
+    } else if (count_ == Count::Received) {
+      sh_->bytes_received += nbytes_;
+      sh_->messages_received += 1;
+    }
+    keep_.clear();
+    on_success_ = nullptr;
+    work_.reset();
+  }
+
+  bool is_completed() override { return done_ || (work_ && work_->isCompleted()); }
+
+  at::Tensor tensor() const override { return done_ && !error_ ? result_ : at::Tensor(); }
+
+ private:
+  std::shared_ptr<Shared> sh_;
+  c10::intrusive_ptr<C10dWork> work_;
+  OpInfo info_;
+  std::vector<at::Tensor> keep_;
+  std::function<void()> on_success_;
+  at::Tensor result_;
+  std::uint64_t nbytes_;
+  Count count_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+struct ProcessGroup::Impl {
+  std::shared_ptr<Shared> sh;
+
+  std::string prefix() const { return "rank " + std::to_string(sh->env.rank) + ": "; }
+
+  void check_tensor(const char* op, const at::Tensor& t) const {
+    if (!t.defined()) throw std::invalid_argument(prefix() + op + ": the tensor is undefined");
+    if (t.layout() != at::kStrided) {
+      throw std::invalid_argument(prefix() + op + ": only dense (strided) tensors can be communicated, got layout " +
+                                  std::string(c10::toString(t.layout())));
+    }
+    if (!t.device().is_cpu()) {
+      throw std::invalid_argument(prefix() + op + ": Gloo transports CPU tensors only, got a tensor on " +
+                                  t.device().str());
+    }
+  }
+
+  void check_peer(const char* op, int peer) const {
+    if (peer < 0 || peer >= sh->env.world_size) {
+      throw std::invalid_argument(prefix() + op + ": peer rank " + std::to_string(peer) + " must be in [0, " +
+                                  std::to_string(sh->env.world_size) + ")");
+    }
+    if (peer == sh->env.rank) {
+      throw std::invalid_argument(prefix() + op + ": peer rank " + std::to_string(peer) +
+                                  " is this rank; a rank cannot send to itself");
+    }
+  }
+
+  void check_tag(const char* op, int tag) const {
+    if (tag < 0) throw std::invalid_argument(prefix() + op + ": tag " + std::to_string(tag) + " must be >= 0");
+  }
+
+  // Runs a posting call, turning synchronous transport errors into CommError.
+  template <typename F>
+  c10::intrusive_ptr<C10dWork> post(const OpInfo& info, F&& f) {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      std::string m = clean_message(e);
+      throw make_error(*sh, info, m, looks_like_timeout(m));
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Rendezvous
+
+ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions& options) {
+  const std::string who = "rank " + std::to_string(env.rank) + ": ";
+  if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size) {
+    throw std::invalid_argument(who + "invalid DistEnv " + env.to_string() + ": rank must be in [0, world_size)");
+  }
+  if (env.master_port < 0 || env.master_port > 65535 || (env.master_port == 0 && env.world_size > 1)) {
+    throw std::invalid_argument(who + "invalid master_port " + std::to_string(env.master_port) +
+                                " (1..65535; 0 only for a single process)");
+  }
+  if (options.timeout.count() <= 0) {
+    throw std::invalid_argument(who + "ProcessGroupOptions::timeout must be positive");
+  }
+  if (options.gloo_threads < 1) {
+    throw std::invalid_argument(who + "ProcessGroupOptions::gloo_threads must be at least 1");
+  }
+
+  auto sh = std::make_shared<Shared>();
+  sh->env = env;
+  sh->timeout = options.timeout;
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  const std::string limit = format_duration(options.timeout);
+  auto fail = [&](const std::string& action, const std::string& message) {
+    throw CommError(who + action + ": " + message, env.rank, -1, "rendezvous", -1, looks_like_timeout(message));
+  };
+
+  // 1. The store.
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
+  {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(env.master_port);
+    so.isServer = env.rank == 0;
+    so.waitWorkers = false;
+    so.timeout = options.timeout;
+    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    if (env.rank != 0) {
+      std::string why = wait_for_listener(env.master_addr, env.master_port, deadline);
+      if (!why.empty()) {
+        throw CommError(who + "connecting to the TCPStore at " + where + " (hosted by rank 0) failed within " +
+                            limit + ": " + why +
+                            " (is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?)",
+                        env.rank, 0, "rendezvous", -1, true);
+      }
+      so.timeout = std::max(Ms(1000), std::chrono::duration_cast<Ms>(deadline - std::chrono::steady_clock::now()));
+    }
+    try {
+      tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    } catch (const std::exception& e) {
+      if (env.rank == 0) {
+        fail("hosting the TCPStore at " + where + " failed",
+             clean_message(e) + " (is MASTER_PORT already in use?)");
+      }
+      fail("connecting to the TCPStore at " + where + " (hosted by rank 0) failed",
+           clean_message(e) + " (is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?)");
+    }
+    // Later store waits use the full timeout again.
+    tcp->setTimeout(options.timeout);
+    sh->store_port = tcp->getPort();
+  }
+  auto group_store = c10::make_intrusive<c10d::PrefixStore>("hyperpipe/" + options.group_name, tcp);
+  sh->store = tcp;
+
+  // Waits until every rank has set `key_prefix + r`; names the missing ones.
+  auto wait_for_all = [&](const std::string& key_prefix, const std::string& what) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < env.world_size; ++r) keys.push_back(key_prefix + std::to_string(r));
+    try {
+      group_store->wait(keys, options.timeout);
+    } catch (const std::exception& e) {
+      std::vector<int> missing;
+      try {
+        for (int r = 0; r < env.world_size; ++r) {
+          if (!group_store->check({keys[r]})) missing.push_back(r);
+        }
+      } catch (const std::exception&) {
+      }
+      std::ostringstream os;
+      if (!missing.empty()) {
+        os << (missing.size() == 1 ? "rank " : "ranks ");
+        for (std::size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
+        os << " of " << env.world_size << " did not " << what << " within " << limit
+           << " (are they running, with the same MASTER_ADDR and MASTER_PORT?)";
+      } else {
+        os << "waiting for all ranks to " << what << " failed: " << clean_message(e);
+      }
+      throw CommError(who + "rendezvous at " + where + ": " + os.str(), env.rank, missing.empty() ? -1 : missing[0],
+                      "rendezvous", -1, !missing.empty() || looks_like_timeout(clean_message(e)));
+    }
+  };
+
+  // 2. Everybody announces itself.
+  try {
+    group_store->set("joined/" + std::to_string(env.rank), bytes_of("1"));
+  } catch (const std::exception& e) {
+    fail("announcing this rank on the store at " + where + " failed", clean_message(e));
+  }
+  wait_for_all("joined/", "join");
+
+  // 3. Gloo's full mesh.
+  std::shared_ptr<::gloo::transport::Device> device;
+  std::string address = options.gloo_address;
+  try {
+    if (!address.empty()) {
+      device = c10d::ProcessGroupGloo::createDeviceForHostname(address);
+    } else if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname != '\0') {
+      address = std::string("interface ") + ifname;
+      device = c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+    } else {
+      address = local_address_towards(env.master_addr, env.master_port);
+      device = address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                               : c10d::ProcessGroupGloo::createDeviceForHostname(address);
+      if (address.empty()) address = "the default device";
+    }
+  } catch (const std::exception& e) {
+    fail("creating the Gloo device on " + (address.empty() ? std::string("?") : address) + " failed",
+         clean_message(e) + " (set GLOO_SOCKET_IFNAME or ProcessGroupOptions::gloo_address)");
+  }
+  auto gopts = c10d::ProcessGroupGloo::Options::create(options.timeout);
+  gopts->devices.push_back(device);
+  gopts->threads = options.gloo_threads;
+  try {
+    auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", group_store);
+    sh->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(gloo_store, env.rank, env.world_size, gopts);
+  } catch (const std::exception& e) {
+    fail("connecting the Gloo full mesh of " + std::to_string(env.world_size) + " ranks (bound to " + address +
+             ") failed",
+         clean_message(e));
+  }
+
+  // 4. Rank 0 hosts the store: it must not go away while others still use it.
+  try {
+    group_store->set("connected/" + std::to_string(env.rank), bytes_of("1"));
+  } catch (const std::exception& e) {
+    fail("reporting the connection on the store at " + where + " failed", clean_message(e));
+  }
+  if (env.rank == 0) wait_for_all("connected/", "finish connecting");
+
+  auto impl = std::make_unique<Impl>();
+  impl->sh = std::move(sh);
+  return ProcessGroup(std::move(impl));
+}
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::ProcessGroup(ProcessGroup&&) noexcept = default;
+ProcessGroup& ProcessGroup::operator=(ProcessGroup&&) noexcept = default;
+ProcessGroup::~ProcessGroup() = default;
+
+int ProcessGroup::rank() const { return impl_->sh->env.rank; }
+int ProcessGroup::world_size() const { return impl_->sh->env.world_size; }
+const DistEnv& ProcessGroup::env() const { return impl_->sh->env; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->sh->timeout; }
+int ProcessGroup::store_port() const { return impl_->sh->store_port; }
+
+// ---------------------------------------------------------------------------
+// Point-to-point
+
+Work ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag, const std::string& label) {
+  impl_->check_tensor("send", tensor);
+  impl_->check_peer("send", dst);
+  impl_->check_tag("send", tag);
+  // detach(): a new tensor object sharing the storage, so the caller may swap
+  // the original's data (pseudo-deallocation) while the send is in flight.
+  at::Tensor payload = tensor.detach();
+  if (!payload.is_contiguous()) payload = payload.contiguous();
+  const auto nbytes = static_cast<std::uint64_t>(payload.numel()) * payload.element_size();
+  if (nbytes == 0) return Work();
+  OpInfo info{"send", dst, tag, label};
+  auto& sh = impl_->sh;
+  std::vector<at::Tensor> list{payload};
+  auto w = impl_->post(info, [&] { return sh->gloo->send(list, dst, tag); });
+  return Work(std::make_unique<GlooWork>(sh, std::move(w), std::move(info), std::vector<at::Tensor>{payload},
+                                         nullptr, at::Tensor(), nbytes, GlooWork::Count::Sent));
+}
+
+Work ProcessGroup::irecv(const at::Tensor& tensor, int src, int tag, const std::string& label) {
+  impl_->check_tensor("recv", tensor);
+  impl_->check_peer("recv", src);
+  impl_->check_tag("recv", tag);
+  at::Tensor target = tensor.detach();
+  const auto nbytes = static_cast<std::uint64_t>(target.numel()) * target.element_size();
+  if (nbytes == 0) return Work();
+  at::Tensor buffer = target.is_contiguous() ? target : at::empty(target.sizes(), target.options());
+  std::function<void()> copy_back;
+  if (!target.is_contiguous()) copy_back = [target, buffer]() mutable { target.copy_(buffer); };
+  OpInfo info{"recv", src, tag, label};
+  auto& sh = impl_->sh;
+  std::vector<at::Tensor> list{buffer};
+  auto w = impl_->post(info, [&] { return sh->gloo->recv(list, src, tag); });
+  return Work(std::make_unique<GlooWork>(sh, std::move(w), std::move(info), std::vector<at::Tensor>{buffer, target},
+                                         std::move(copy_back), tensor, nbytes, GlooWork::Count::Received));
+}
+
+// ---------------------------------------------------------------------------
+// Collectives
+
+Work ProcessGroup::ibroadcast(const std::vector<at::Tensor>& tensors, int root) {
+  auto& sh = impl_->sh;
+  if (root < 0 || root >= sh->env.world_size) {
+    throw std::invalid_argument(impl_->prefix() + "broadcast: root rank " + std::to_string(root) +
+                                " must be in [0, " + std::to_string(sh->env.world_size) + ")");
+  }
+  for (const at::Tensor& t : tensors) impl_->check_tensor("broadcast", t);
+  // Group by dtype, in order of first appearance: one message per dtype.
+  std::vector<std::vector<at::Tensor>> groups;
+  for (const at::Tensor& t : tensors) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const std::vector<at::Tensor>& g) { return g[0].scalar_type() == t.scalar_type(); });
+    if (it == groups.end()) {
+      groups.push_back({t.detach()});
+    } else {
+      it->push_back(t.detach());
+    }
+  }
+  const bool is_root = sh->env.rank == root;
+  std::vector<Work> parts;
+  for (auto& group : groups) {
+    std::int64_t total = 0;
+    for (auto& t : group) total += t.numel();
+    if (total == 0) continue;
+    at::Tensor flat;
+    std::function<void()> copy_back;
+    if (group.size() == 1 && group[0].is_contiguous()) {
+      flat = group[0];
+    } else if (is_root) {
+      std::vector<at::Tensor> pieces;
+      for (auto& t : group) pieces.push_back(t.reshape({-1}));
+      flat = at::cat(pieces);
+    } else {
+      flat = at::empty({total}, group[0].options());
+      copy_back = [group, flat]() mutable {
+        std::int64_t off = 0;
+        for (auto& t : group) {
+          t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
+          off += t.numel();
+        }
+      };
+    }
+    std::ostringstream what;
+    what << "broadcast from rank " << root << " of " << group.size() << " " << dtype_name(group[0])
+         << " tensor(s) (" << total << " elements) over " << sh->env.world_size << " ranks";
+    OpInfo info{"broadcast", -1, -1, what.str()};
+    c10d::BroadcastOptions bo;
+    bo.rootRank = root;
+    bo.rootTensor = 0;
+    bo.timeout = sh->timeout;
+    std::vector<at::Tensor> list{flat};
+    auto w = impl_->post(info, [&] { return sh->gloo->broadcast(list, bo); });
+    std::vector<at::Tensor> keep = group;
+    keep.push_back(flat);
+    parts.emplace_back(std::make_unique<GlooWork>(sh, std::move(w), std::move(info), std::move(keep),
+                                                  std::move(copy_back), at::Tensor(), 0, GlooWork::Count::None));
+  }
+  if (parts.empty()) return Work();
+  if (parts.size() == 1) return std::move(parts[0]);
+  return Work::all_of(std::move(parts));
+}
+
+void ProcessGroup::broadcast(const std::vector<at::Tensor>& tensors, int root) { ibroadcast(tensors, root).wait(); }
+
+Work ProcessGroup::iall_reduce(const at::Tensor& tensor, ReduceOp op) {
+  impl_->check_tensor("all_reduce", tensor);
+  auto& sh = impl_->sh;
+  at::Tensor target = tensor.detach();
+  if (target.numel() == 0) return Work();
+  at::Tensor buffer = target.is_contiguous() ? target : target.contiguous();
+  std::function<void()> copy_back;
+  if (!target.is_contiguous()) copy_back = [target, buffer]() mutable { target.copy_(buffer); };
+  std::ostringstream what;
+  what << "all_reduce (" << reduce_op_name(op) << ") of " << target.numel() << " " << dtype_name(target)
+       << " elements over " << sh->env.world_size << " ranks";
+  OpInfo info{"all_reduce", -1, -1, what.str()};
+  c10d::AllreduceOptions ao;
+  ao.reduceOp = to_c10d(op);
+  ao.timeout = sh->timeout;
+  std::vector<at::Tensor> list{buffer};
+  auto w = impl_->post(info, [&] { return sh->gloo->allreduce(list, ao); });
+  return Work(std::make_unique<GlooWork>(sh, std::move(w), std::move(info), std::vector<at::Tensor>{buffer, target},
+                                         std::move(copy_back), tensor, 0, GlooWork::Count::None));
+}
+
+void ProcessGroup::all_reduce(const at::Tensor& tensor, ReduceOp op) { iall_reduce(tensor, op).wait(); }
+
+void ProcessGroup::barrier() {
+  auto& sh = impl_->sh;
+  OpInfo info{"barrier", -1, -1, "barrier over " + std::to_string(sh->env.world_size) + " ranks"};
+  c10d::BarrierOptions bo;
+  bo.timeout = sh->timeout;
+  auto w = impl_->post(info, [&] { return sh->gloo->barrier(bo); });
+  GlooWork(sh, std::move(w), std::move(info), {}, nullptr, at::Tensor(), 0, GlooWork::Count::None).wait();
+}
+
+// ---------------------------------------------------------------------------
+// Counters
+
+CommCounters ProcessGroup::counters() const {
+  const Shared& sh = *impl_->sh;
+  CommCounters c;
+  c.bytes_sent = sh.bytes_sent.load();
+  c.bytes_received = sh.bytes_received.load();
+  c.messages_sent = sh.messages_sent.load();
+  c.messages_received = sh.messages_received.load();
+  return c;
+}
+std::uint64_t ProcessGroup::bytes_sent() const { return impl_->sh->bytes_sent.load(); }
+std::uint64_t ProcessGroup::bytes_received() const { return impl_->sh->bytes_received.load(); }
+void ProcessGroup::reset_counters() {
+  impl_->sh->bytes_sent = 0;
+  impl_->sh->bytes_received = 0;
+  impl_->sh->messages_sent = 0;
+  impl_->sh->messages_received = 0;
+}
+
+}  // namespace hp::comm

@@ -1,0 +1,118 @@
+// ProcessGroup: the ranks of one job, connected over Gloo (TCP), with the
+// point-to-point and collective operations the pipeline needs.
+//
+// Rendezvous (create): rank 0 hosts a TCPStore at master_addr:master_port, the
+// other ranks connect to it as clients (retrying until the timeout, so start
+// order does not matter). Every rank announces itself under a PrefixStore of
+// the group's name; a rank that does not show up within the timeout is named in
+// the error. Gloo then connects the full mesh on the local interface that routes
+// to master_addr (loopback for 127.0.0.1), or on GLOO_SOCKET_IFNAME, or on
+// ProcessGroupOptions::gloo_address. create() returns on rank 0 only once every
+// rank has connected, so rank 0's store outlives everybody's use of it.
+//
+// Contract:
+// - One ProcessGroup per process (create() starts the job's store); movable,
+//   not copyable. All methods must be called from one thread (the rank's main
+//   thread); the counters may be read from any thread.
+// - Ordering: collectives must be called in the same order on every rank.
+//   Point-to-point messages are matched by (source rank, tag): messages with
+//   different tags never match each other whatever the posting order, and
+//   messages with the same source and tag are received in the order they were
+//   sent.
+// - Tensors: CPU, strided (dense), any dtype. Non-contiguous tensors are
+//   copied into contiguous staging buffers, which the returned Work keeps alive
+//   until wait() (and copies back into the caller's tensor for receives,
+//   broadcasts and reductions). Sender and receiver of a plain send/recv must
+//   agree on the byte size (use P2P::isend_with_meta when shapes vary).
+//   A zero-byte transfer sends no message on either side.
+// - Timeouts: every operation honours ProcessGroupOptions::timeout (wait()
+//   blocks at most that long, counted from the call). Failures and timeouts
+//   are CommError (comm_error.hpp); misuse is std::invalid_argument.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm_error.hpp"
+#include "comm/dist_env.hpp"
+#include "comm/work.hpp"
+
+namespace hp::comm {
+
+struct ProcessGroupOptions {
+  // Bound on every rendezvous step and every operation's wait().
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Store prefix of this group; distinct names keep groups on one store apart.
+  std::string group_name = "default";
+  // Local address (or hostname) Gloo binds to; empty: GLOO_SOCKET_IFNAME if
+  // set, else the local address that routes to master_addr.
+  std::string gloo_address;
+  // Gloo's worker threads for collectives.
+  int gloo_threads = 2;
+};
+
+enum class ReduceOp { Sum, Product, Min, Max };
+
+// Payload bytes moved by point-to-point operations (meta messages included),
+// counted when wait() succeeds. Collectives are not counted.
+struct CommCounters {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+};
+
+class ProcessGroup {
+ public:
+  // Blocks until the group is formed, at most options.timeout per step.
+  // Throws CommError naming the missing ranks / the unreachable store.
+  static ProcessGroup create(const DistEnv& env, const ProcessGroupOptions& options = {});
+
+  ProcessGroup(ProcessGroup&&) noexcept;
+  ProcessGroup& operator=(ProcessGroup&&) noexcept;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+  ~ProcessGroup();
+
+  int rank() const;
+  int world_size() const;
+  const DistEnv& env() const;
+  std::chrono::milliseconds timeout() const;
+  // The port rank 0's store listens on (the chosen one when master_port is 0).
+  int store_port() const;
+
+  // Point-to-point. tag >= 0; dst/src in [0, world_size) and not this rank.
+  // `label` (e.g. "Activation(stage 1, micro 3)") is put in error messages.
+  Work isend(const at::Tensor& tensor, int dst, int tag, const std::string& label = {});
+  // Receives into `tensor` (written in place; read it after wait()).
+  Work irecv(const at::Tensor& tensor, int src, int tag, const std::string& label = {});
+
+  // Collectives, in place. Broadcast sends root's values of every tensor to
+  // the others (tensors of one dtype travel as one coalesced message); every
+  // rank passes tensors of the same shapes and dtypes in the same order.
+  Work ibroadcast(const std::vector<at::Tensor>& tensors, int root);
+  void broadcast(const std::vector<at::Tensor>& tensors, int root);
+  Work iall_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  void barrier();
+
+  CommCounters counters() const;
+  std::uint64_t bytes_sent() const;
+  std::uint64_t bytes_received() const;
+  void reset_counters();
+
+  struct Impl;
+
+ private:
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string reduce_op_name(ReduceOp op);
+
+}  // namespace hp::comm

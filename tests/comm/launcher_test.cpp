@@ -1,0 +1,209 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/launcher.hpp"
+
+using namespace hp::comm;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::vector<LaunchOutput> lines;
+  double seconds = 0;
+
+  std::vector<std::string> formatted(bool is_stderr) const {
+    std::vector<std::string> v;
+    for (auto& l : lines) {
+      if (l.is_stderr == is_stderr) v.push_back(l.formatted());
+    }
+    return v;
+  }
+  std::string all() const {
+    std::string s;
+    for (auto& l : lines) s += l.formatted() + "\n";
+    return s;
+  }
+  bool has_line(const std::string& line) const {
+    return std::any_of(lines.begin(), lines.end(), [&](const LaunchOutput& l) { return l.formatted() == line; });
+  }
+};
+
+Result run_sh(int nproc, const std::string& script, LaunchOptions base = {}) {
+  base.nproc = nproc;
+  base.command = {"/bin/sh", "-c", script};
+  Result r;
+  base.on_output = [&](const LaunchOutput& l) { r.lines.push_back(l); };
+  auto t0 = Clock::now();
+  r.code = launch_local(base);
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace
+
+TEST(Launcher, AllRanksSucceedAndOutputIsPrefixedLineByLine) {
+  Result r = run_sh(3, "echo \"hello from $RANK\"; echo \"second $RANK\"; echo \"err $RANK\" >&2");
+  EXPECT_EQ(r.code, 0) << r.all();
+  for (int k = 0; k < 3; ++k) {
+    const std::string R = std::to_string(k);
+    EXPECT_TRUE(r.has_line("[rank " + R + "] hello from " + R)) << r.all();
+    EXPECT_TRUE(r.has_line("[rank " + R + "] second " + R)) << r.all();
+    EXPECT_TRUE(r.has_line("[rank " + R + "] err " + R)) << r.all();
+  }
+  // Each rank's lines keep their order; stderr lines are marked as such.
+  for (auto& l : r.lines) {
+    if (l.text.rfind("err ", 0) == 0) {
+      EXPECT_TRUE(l.is_stderr);
+    }
+    if (l.text.rfind("hello", 0) == 0) {
+      EXPECT_FALSE(l.is_stderr);
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    int first = -1, second = -1;
+    for (std::size_t i = 0; i < r.lines.size(); ++i) {
+      if (r.lines[i].rank != k) continue;
+      if (r.lines[i].text.rfind("hello", 0) == 0) first = static_cast<int>(i);
+      if (r.lines[i].text.rfind("second", 0) == 0) second = static_cast<int>(i);
+    }
+    EXPECT_LT(first, second);
+  }
+  EXPECT_EQ(r.formatted(true).size(), 3u);  // no launcher message on success
+}
+
+TEST(Launcher, PartialLastLineAndLongOutputArrive) {
+  Result r = run_sh(2, "i=0; while [ $i -lt 200 ]; do echo \"line $i of $RANK\"; i=$((i+1)); done; printf \"tail-$RANK\"");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_TRUE(r.has_line("[rank 0] line 199 of 0"));
+  EXPECT_TRUE(r.has_line("[rank 1] tail-1"));
+  EXPECT_EQ(r.lines.size(), 2u * 201u);
+}
+
+TEST(Launcher, SetsTheRendezvousEnvironment) {
+  LaunchOptions o;
+  o.extra_env = {{"HP_EXTRA", "x y"}};
+  Result r = run_sh(2,
+                    "echo \"R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE A=$MASTER_ADDR P=$MASTER_PORT "
+                    "OMP=$OMP_NUM_THREADS X=$HP_EXTRA\"",
+                    o);
+  ASSERT_EQ(r.code, 0) << r.all();
+  ASSERT_EQ(r.lines.size(), 2u);
+  std::set<std::string> ports;
+  for (auto& l : r.lines) {
+    const std::string R = std::to_string(l.rank);
+    EXPECT_NE(l.text.find("R=" + R + " W=2 L=" + R + " LW=2 A=127.0.0.1 P="), std::string::npos) << l.text;
+    EXPECT_NE(l.text.find("X=x y"), std::string::npos) << l.text;
+    auto p = l.text.find("P=");
+    std::string port = l.text.substr(p + 2, l.text.find(' ', p) - p - 2);
+    EXPECT_GT(std::stoi(port), 0);
+    ports.insert(port);
+    auto o = l.text.find("OMP=");
+    EXPECT_GE(std::stoi(l.text.substr(o + 4)), 1);
+  }
+  EXPECT_EQ(ports.size(), 1u);  // every rank got the same picked port
+}
+
+TEST(Launcher, RespectsAGivenPortAndOmpThreads) {
+  LaunchOptions o;
+  o.master_port = 23456;
+  o.extra_env = {{"OMP_NUM_THREADS", "7"}};
+  Result r = run_sh(1, "echo \"$MASTER_PORT $OMP_NUM_THREADS $RANK\"", o);
+  ASSERT_EQ(r.code, 0);
+  EXPECT_TRUE(r.has_line("[rank 0] 23456 7 0")) << r.all();
+}
+
+TEST(Launcher, AFailingRankStopsTheOthersAndItsCodeIsReturned) {
+  LaunchOptions o;
+  o.shutdown_grace = std::chrono::seconds(2);
+  Result r = run_sh(3, "if [ \"$RANK\" = 1 ]; then echo dying >&2; exit 3; fi; sleep 1000", o);
+  EXPECT_EQ(r.code, 3) << r.all();
+  EXPECT_LT(r.seconds, 4.0) << "the sleeping ranks were not stopped by SIGTERM";
+  EXPECT_TRUE(r.has_line("hyperpipe launch: rank 1 failed with exit code 3; stopping the other ranks")) << r.all();
+  EXPECT_TRUE(r.has_line("[rank 1] dying"));
+  int launcher_lines = 0;
+  for (auto& l : r.lines) launcher_lines += l.rank < 0;
+  EXPECT_EQ(launcher_lines, 1) << r.all();  // the killed ranks are not reported as failures
+  // The failing rank's own output comes before the failure line.
+  auto dying = std::find_if(r.lines.begin(), r.lines.end(), [](auto& l) { return l.text == "dying"; });
+  auto fail = std::find_if(r.lines.begin(), r.lines.end(), [](auto& l) { return l.rank < 0; });
+  EXPECT_LT(dying, fail);
+}
+
+TEST(Launcher, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
+  LaunchOptions o;
+  o.shutdown_grace = std::chrono::milliseconds(500);
+  Result r = run_sh(2, "if [ \"$RANK\" = 0 ]; then sleep 0.2; exit 5; fi; trap '' TERM; sleep 1000", o);
+  EXPECT_EQ(r.code, 5) << r.all();
+  EXPECT_GE(r.seconds, 0.6);
+  EXPECT_LT(r.seconds, 4.0);
+}
+
+TEST(Launcher, ARankKilledBySignalReturns128PlusSignal) {
+  Result r = run_sh(2, "if [ \"$RANK\" = 1 ]; then kill -9 $$; fi; sleep 1000");
+  EXPECT_EQ(r.code, 128 + 9) << r.all();
+  EXPECT_TRUE(r.has_line("hyperpipe launch: rank 1 failed with signal 9 (SIGKILL); stopping the other ranks"))
+      << r.all();
+  EXPECT_LT(r.seconds, 4.0);
+}
+
+TEST(Launcher, TheLastRankFailingNamesOnlyItself) {
+  Result r = run_sh(2, "if [ \"$RANK\" = 0 ]; then exit 0; fi; sleep 0.3; exit 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.has_line("hyperpipe launch: rank 1 failed with exit code 2")) << r.all();
+}
+
+TEST(Launcher, ForwardsSigtermToTheRanks) {
+  // Rank 0 sends SIGTERM to the launcher (this process); the launcher must
+  // survive, stop both ranks and report 128 + SIGTERM.
+  Result r = run_sh(2, "if [ \"$RANK\" = 0 ]; then kill -TERM $PPID; fi; sleep 1000");
+  EXPECT_EQ(r.code, 128 + 15) << r.all();
+  EXPECT_LT(r.seconds, 4.0);
+}
+
+TEST(Launcher, JobTimeoutStopsEverything) {
+  LaunchOptions o;
+  o.job_timeout = std::chrono::milliseconds(500);
+  o.shutdown_grace = std::chrono::milliseconds(500);
+  Result r = run_sh(2, "sleep 1000", o);
+  EXPECT_EQ(r.code, 124);
+  EXPECT_LT(r.seconds, 4.0);
+  EXPECT_NE(r.all().find("did not finish within its timeout of 500 ms"), std::string::npos) << r.all();
+}
+
+TEST(Launcher, UnknownProgramIs127) {
+  LaunchOptions o;
+  o.nproc = 2;
+  o.command = {"/nonexistent/hyperpipe-worker"};
+  std::vector<LaunchOutput> lines;
+  o.on_output = [&](const LaunchOutput& l) { lines.push_back(l); };
+  EXPECT_EQ(launch_local(o), 127);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].text.find("cannot start rank 0 (/nonexistent/hyperpipe-worker)"), std::string::npos)
+      << lines[0].text;
+}
+
+TEST(Launcher, RejectsBadOptions) {
+  LaunchOptions o;
+  o.command = {"/bin/true"};
+  o.nproc = 0;
+  EXPECT_THROW(launch_local(o), std::invalid_argument);
+  o.nproc = 1;
+  o.command.clear();
+  EXPECT_THROW(launch_local(o), std::invalid_argument);
+  o.command = {"/bin/true"};
+  o.master_port = 70000;
+  EXPECT_THROW(launch_local(o), std::invalid_argument);
+}
+
+TEST(Launcher, PicksAFreePort) {
+  int a = pick_free_port();
+  EXPECT_GT(a, 0);
+  EXPECT_LE(a, 65535);
+}

@@ -1,0 +1,128 @@
+// Multi-process tests: each test starts comm_worker ranks through
+// launch_local (a fresh store on a free port per test) and checks their
+// output. Timeouts are short, and the launcher's job_timeout bounds every test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "comm/launcher.hpp"
+
+using namespace hp::comm;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct WorkerRun {
+  int code = -1;
+  double seconds = 0;
+  std::vector<LaunchOutput> lines;
+
+  std::string all() const {
+    std::string s;
+    for (auto& l : lines) s += l.formatted() + "\n";
+    return s;
+  }
+  bool has(const std::string& needle) const { return all().find(needle) != std::string::npos; }
+  int count(const std::string& needle) const {
+    int c = 0;
+    for (auto& l : lines) c += l.formatted().find(needle) != std::string::npos;
+    return c;
+  }
+};
+
+WorkerRun run_worker(int nproc, const std::string& scenario, double timeout_s = 20) {
+  LaunchOptions o;
+  o.nproc = nproc;
+  o.command = {std::string(HP_BIN_DIR) + "/comm_worker", scenario};
+  o.extra_env = {{"HP_TIMEOUT_S", std::to_string(timeout_s)}, {"OMP_NUM_THREADS", "1"}};
+  o.shutdown_grace = std::chrono::seconds(2);
+  o.job_timeout = std::chrono::milliseconds(static_cast<long>(1000 * (timeout_s + 30)));
+  WorkerRun r;
+  o.on_output = [&](const LaunchOutput& l) { r.lines.push_back(l); };
+  auto t0 = Clock::now();
+  r.code = launch_local(o);
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
+void expect_all_ok(const WorkerRun& r, int nproc, const std::string& scenario) {
+  EXPECT_EQ(r.code, 0) << r.all();
+  for (int k = 0; k < nproc; ++k) {
+    const std::string line = "[rank " + std::to_string(k) + "] rank " + std::to_string(k) + ": " + scenario + " ok";
+    EXPECT_TRUE(r.has(line)) << "missing '" << line << "' in\n" << r.all();
+  }
+}
+
+}  // namespace
+
+class CommDist : public ::testing::TestWithParam<int> {};
+
+TEST_P(CommDist, RingWithTagsBothDirections) { expect_all_ok(run_worker(GetParam(), "ring"), GetParam(), "ring"); }
+TEST_P(CommDist, Broadcast) { expect_all_ok(run_worker(GetParam(), "broadcast"), GetParam(), "broadcast"); }
+TEST_P(CommDist, AllReduce) { expect_all_ok(run_worker(GetParam(), "all_reduce"), GetParam(), "all_reduce"); }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CommDist, ::testing::Values(2, 3, 4));
+
+TEST(CommDistP2P, ActivationAndGradientBetweenTheSameTwoRanks) {
+  expect_all_ok(run_worker(2, "pp2_hazard"), 2, "pp2_hazard");
+}
+
+TEST(CommDistP2P, VariableShapesWithMeta) { expect_all_ok(run_worker(3, "meta"), 3, "meta"); }
+
+TEST(CommDistP2P, DtypesAreBitExact) { expect_all_ok(run_worker(2, "dtypes"), 2, "dtypes"); }
+
+TEST(CommDistP2P, ClientsWaitForALateStore) {
+  WorkerRun r = run_worker(3, "late_master", 10);
+  expect_all_ok(r, 3, "late_master");
+}
+
+TEST(CommDistFailure, ADeadPeerIsNamedQuickly) {
+  const double timeout = 20;
+  WorkerRun r = run_worker(3, "early_exit", timeout);
+  EXPECT_NE(r.code, 0) << r.all();
+  EXPECT_TRUE(r.has("[rank 2] rank 2: leaving early")) << r.all();
+  // A survivor names the action, the dead peer and itself.
+  EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: recv Activation(stage 2, micro 0) from rank 2 (tag ") ||
+              r.has("rank 1: FAILED: rank 1: recv Activation(stage 2, micro 0) from rank 2 (tag "))
+      << r.all();
+  EXPECT_TRUE(r.has("did rank 2 exit or crash?") || r.has("is rank 2 alive?")) << r.all();
+  EXPECT_TRUE(r.has("hyperpipe launch: rank ")) << r.all();
+  EXPECT_LT(r.seconds, timeout) << "the closed connection should fail the receive before the timeout\n" << r.all();
+}
+
+TEST(CommDistFailure, ARankThatNeverSendsTimesOut) {
+  WorkerRun r = run_worker(2, "hang", 2);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: recv Gradient(stage 1, micro 3) from rank 1 (tag " +
+                    std::to_string((1 << 28) | (1 << 16) | 3) + ") timed out after 2 s; is rank 1 alive?"))
+      << r.all();
+  EXPECT_TRUE(r.has("hyperpipe launch: rank 0 failed with exit code 1; stopping the other ranks")) << r.all();
+  EXPECT_LT(r.seconds, 15.0) << r.all();
+}
+
+TEST(CommDistFailure, ACollectiveWithADeadRankFails) {
+  const double timeout = 5;
+  WorkerRun r = run_worker(3, "early_exit_collective", timeout);
+  EXPECT_NE(r.code, 0) << r.all();
+  EXPECT_TRUE(r.has(": all_reduce (sum) of 16 Float elements over 3 ranks")) << r.all();
+  EXPECT_LT(r.seconds, timeout + 10) << r.all();
+}
+
+TEST(CommDistFailure, ARankThatNeverJoinsIsNamed) {
+  WorkerRun r = run_worker(2, "no_show", 2);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_TRUE(r.has("[rank 1] rank 1: not joining")) << r.all();
+  EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: rendezvous at 127.0.0.1:")) << r.all();
+  EXPECT_TRUE(r.has("rank 1 of 2 did not join within 2 s")) << r.all();
+  EXPECT_LT(r.seconds, 12.0) << r.all();
+}
+
+TEST(CommDistFailure, ASizeMismatchFailsInsteadOfHanging) {
+  WorkerRun r = run_worker(2, "size_mismatch", 3);
+  EXPECT_NE(r.code, 0) << r.all();
+  EXPECT_TRUE(r.has("rank 1: FAILED: rank 1: recv Activation(stage 0, micro 0) from rank 0")) << r.all();
+  EXPECT_LT(r.seconds, 15.0) << r.all();
+}

@@ -1,0 +1,139 @@
+// In-process tests of a one-rank group (the multi-rank behaviour is in
+// p2p_dist_test.cpp, with real processes).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "comm/p2p.hpp"
+#include "comm/process_group.hpp"
+
+using namespace hp::comm;
+
+namespace {
+
+ProcessGroupOptions quick() {
+  ProcessGroupOptions o;
+  o.timeout = std::chrono::seconds(10);
+  return o;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "<no invalid_argument>";
+}
+
+}  // namespace
+
+TEST(ProcessGroup, SingleRankGroupOnAFreePort) {
+  ProcessGroup pg = ProcessGroup::create(DistEnv::single_process(), quick());
+  EXPECT_EQ(pg.rank(), 0);
+  EXPECT_EQ(pg.world_size(), 1);
+  EXPECT_GT(pg.store_port(), 0);
+  EXPECT_EQ(pg.timeout(), std::chrono::seconds(10));
+
+  at::Tensor x = at::arange(6, at::kDouble).reshape({2, 3});
+  at::Tensor before = x.clone();
+  pg.all_reduce(x);
+  EXPECT_TRUE(at::equal(x, before));
+  // A non-contiguous tensor goes through a staging copy and back.
+  at::Tensor t = at::arange(12, at::kFloat).reshape({3, 4}).t();
+  at::Tensor tb = t.clone();
+  pg.all_reduce(t, ReduceOp::Max);
+  EXPECT_TRUE(at::equal(t, tb));
+
+  std::vector<at::Tensor> list = {at::ones({2}, at::kFloat), at::zeros({3, 2}, at::kLong).t(), at::ones({0})};
+  pg.broadcast(list, 0);
+  EXPECT_TRUE(at::equal(list[0], at::ones({2}, at::kFloat)));
+  pg.barrier();
+  EXPECT_EQ(pg.bytes_sent(), 0u);
+
+  // Moving keeps the group usable.
+  ProcessGroup moved = std::move(pg);
+  moved.barrier();
+}
+
+TEST(ProcessGroup, MisuseIsInvalidArgumentNamingTheRank) {
+  ProcessGroup pg = ProcessGroup::create(DistEnv::single_process(), quick());
+  at::Tensor x = at::zeros({4});
+  EXPECT_EQ(error_of([&] { pg.isend(x, 0, 1); }),
+            "rank 0: send: peer rank 0 is this rank; a rank cannot send to itself");
+  EXPECT_EQ(error_of([&] { pg.irecv(x, 3, 1); }), "rank 0: recv: peer rank 3 must be in [0, 1)");
+  EXPECT_EQ(error_of([&] { pg.isend(at::Tensor(), 1, 1); }), "rank 0: send: the tensor is undefined");
+  EXPECT_NE(error_of([&] { pg.isend(x.to_sparse(), 1, 1); }).find("only dense (strided) tensors"), std::string::npos);
+  EXPECT_EQ(error_of([&] { pg.broadcast({x}, 1); }), "rank 0: broadcast: root rank 1 must be in [0, 1)");
+  P2P p2p(pg);
+  EXPECT_NE(error_of([&] { p2p.isend(x, 1, MessageKind::Activation, 5000, 0); }).find("stage 5000"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              p2p.batch_isend_irecv({P2POp::recv(at::Tensor(), 1, MessageKind::Gradient, 0, 0)});
+            }).find("has no tensor"),
+            std::string::npos);
+}
+
+TEST(ProcessGroup, InvalidOptionsAreRejectedBeforeConnecting) {
+  DistEnv env = DistEnv::single_process();
+  ProcessGroupOptions o = quick();
+  o.timeout = std::chrono::milliseconds(0);
+  EXPECT_THROW(ProcessGroup::create(env, o), std::invalid_argument);
+  env.world_size = 2;  // port 0 with two ranks cannot work
+  EXPECT_THROW(ProcessGroup::create(env, quick()), std::invalid_argument);
+}
+
+TEST(ProcessGroup, AClientWithoutItsStoreFailsWithinTheTimeout) {
+  // Rank 1 of 2, but nobody hosts the store: the error names the store and
+  // comes after about the timeout, not never.
+  DistEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.local_rank = 1;
+  env.master_addr = "127.0.0.1";
+  // A port that was just free; nobody listens on it.
+  {
+    ProcessGroup probe = ProcessGroup::create(DistEnv::single_process(), quick());
+    env.master_port = probe.store_port();
+  }
+  ProcessGroupOptions o;
+  o.timeout = std::chrono::milliseconds(1500);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    ProcessGroup::create(env, o);
+    FAIL() << "no throw";
+  } catch (const CommError& e) {
+    std::string m = e.what();
+    EXPECT_EQ(m.rfind("rank 1: connecting to the TCPStore at 127.0.0.1:" + std::to_string(env.master_port), 0), 0u)
+        << m;
+    EXPECT_NE(m.find("is rank 0 running"), std::string::npos) << m;
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(s, 1.4) << "the client should keep trying until the timeout";
+  EXPECT_LT(s, 10.0);
+}
+
+TEST(P2PMeta, EncodesAndDecodesShapes) {
+  at::Tensor t = at::zeros({3, 0, 5}, at::kBFloat16);
+  at::Tensor m = P2P::encode_meta(t);
+  EXPECT_EQ(m.numel(), kMetaLength);
+  P2P::Meta d = P2P::decode_meta(m);
+  EXPECT_EQ(d.dtype, at::kBFloat16);
+  EXPECT_EQ(d.sizes, (std::vector<std::int64_t>{3, 0, 5}));
+  P2P::Meta s = P2P::decode_meta(P2P::encode_meta(at::scalar_tensor(1.5, at::kDouble)));
+  EXPECT_EQ(s.dtype, at::kDouble);
+  EXPECT_TRUE(s.sizes.empty());
+  EXPECT_THROW(P2P::encode_meta(at::zeros(std::vector<int64_t>(9, 1))), std::invalid_argument);
+  at::Tensor bad = P2P::encode_meta(t);
+  bad[1] = 12;
+  EXPECT_THROW(P2P::decode_meta(bad), std::invalid_argument);
+  bad = P2P::encode_meta(t);
+  bad[3] = -2;
+  EXPECT_THROW(P2P::decode_meta(bad), std::invalid_argument);
+  bad = P2P::encode_meta(t);
+  bad[0] = 1000;
+  EXPECT_THROW(P2P::decode_meta(bad), std::invalid_argument);
+}
