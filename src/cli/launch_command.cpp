@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "cli/bench_command.hpp"
 #include "cli/torch_commands.hpp"
 #include "cli/train_command.hpp"
 #include "comm/launcher.hpp"
@@ -11,6 +12,7 @@ namespace hp::cli {
 
 void add_torch_commands(CLI::App& app, int* exit_code) {
   add_train_command(app, exit_code);
+  add_bench_command(app, exit_code);
   auto* cmd = app.add_subcommand("launch", "Start N local ranks of a command with the torchrun environment set");
   auto opts = std::make_shared<comm::LaunchOptions>();
   opts->nproc = 2;

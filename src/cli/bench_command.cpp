@@ -1,0 +1,178 @@
+#include "cli/bench_command.hpp"
+
+#include <ATen/ATen.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cli/job.hpp"
+#include "model/gpt.hpp"
+#include "model/lm_loss.hpp"
+#include "runtime/pipeline.hpp"
+#include "schedule/generate.hpp"
+#include "schedule/simulate.hpp"
+
+namespace hp::cli {
+namespace {
+
+struct BenchArgs {
+  JobOptions job;
+  std::string schedules = "gpipe,1f1b,interleaved";
+  int vpp = 2;  // for interleaved
+  int mb = 8;
+  int micro_batch_size = 2;
+  int seq_len = 32;
+  int steps = 4;
+  model::TransformerConfig model;
+  std::string json;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string& name, int world) {
+  runtime::PipelineOptions o;
+  if (!schedule::kind_from_name(name, &o.schedule.kind))
+    throw std::invalid_argument("--schedules: unknown schedule '" + name + "'; allowed: gpipe, 1f1b, interleaved, no-pipelining");
+  if (o.schedule.kind == schedule::ScheduleKind::MPipe)
+    throw std::invalid_argument("--schedules: mpipe is benchmarked through `hyperpipe train --schedule mpipe --metrics`");
+  o.schedule.pp = world;
+  o.schedule.vpp = o.schedule.kind == schedule::ScheduleKind::Interleaved ? a.vpp : 1;
+  o.schedule.micro_batches = a.mb;
+  o.model = a.model;
+  o.model.max_seq_len = a.seq_len;
+  o.model.validate();
+  o.schedule.layers = o.model.num_layers;
+  schedule::check_options(o.schedule);
+  return o;
+}
+
+// Forward and backward time of each of this rank's stages on one micro-batch,
+// as per-stage costs for the simulator (summed over ranks: each fills its own).
+std::vector<double> calibrate(runtime::Pipeline& p, const BenchArgs& a, int reps) {
+  const int stages = p.options().schedule.num_stages();
+  std::vector<double> cost(2 * stages, 0.0);
+  auto tokens = at::randint(a.model.vocab_size, {a.micro_batch_size, a.seq_len}, at::kLong);
+  for (const auto& chunk : p.chunks()) {
+    at::Tensor input = chunk->is_first() ? tokens
+                                         : at::randn(chunk->input_shape(a.micro_batch_size, a.seq_len),
+                                                     at::TensorOptions().dtype(chunk->activation_dtype()))
+                                               .requires_grad_(true);
+    double f = 0, b = 0;
+    for (int r = 0; r < reps + 1; ++r) {
+      auto t0 = Clock::now();
+      at::Tensor out = chunk->forward(input);
+      at::Tensor root = chunk->is_last() ? model::lm_loss(out, tokens) : out;
+      const double tf = ms_since(t0);
+      t0 = Clock::now();
+      if (chunk->is_last())
+        torch::autograd::backward({root});
+      else
+        torch::autograd::backward({root}, {at::ones_like(root)});
+      const double tb = ms_since(t0);
+      if (r > 0) f += tf, b += tb;  // the first run warms caches and allocators
+    }
+    cost[2 * chunk->stage()] = f / reps;
+    cost[2 * chunk->stage() + 1] = b / reps;
+  }
+  p.zero_grad();
+  return cost;
+}
+
+int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
+  const int world = pg ? pg->world_size() : 1;
+  const int rank = pg ? pg->rank() : 0;
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& name : split(a.schedules)) {
+    runtime::Pipeline p(pipeline_options(a, name, world), rank, pg);
+    auto batch = at::randint(a.model.vocab_size, {a.micro_batch_size * a.mb, a.seq_len + 1}, at::kLong);
+    p.step_batch(batch);  // warm-up
+    p.zero_grad();
+    if (pg) pg->barrier();
+    const auto t0 = Clock::now();
+    for (int s = 0; s < a.steps; ++s) {
+      p.step_batch(batch);
+      p.zero_grad();
+    }
+    if (pg) pg->barrier();
+    const double measured = ms_since(t0) / a.steps;
+    auto cost = calibrate(p, a, 3);
+    at::Tensor t = at::tensor(cost, at::kDouble);
+    if (pg) pg->all_reduce(t);
+    schedule::CostModel cm;
+    for (int s = 0; s < p.options().schedule.num_stages(); ++s)
+      cm.per_stage[s] = schedule::StageCost{t[2 * s].item<double>(), t[2 * s + 1].item<double>()};
+    const auto sim = schedule::simulate(schedule::generate(p.options().schedule), cm);
+    results.push_back({{"schedule", name},
+                       {"pp", world},
+                       {"vpp", p.options().schedule.vpp},
+                       {"mb", a.mb},
+                       {"measured_ms", measured},
+                       {"simulated_ms", sim.step_time},
+                       {"simulated_bubble", sim.bubble_fraction}});
+  }
+  if (rank != 0) return 0;
+  const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
+  std::cout << std::left << std::setw(14) << "schedule" << std::right << std::setw(13) << "measured ms"
+            << std::setw(14) << "simulated ms" << std::setw(12) << "meas/sim" << std::setw(16) << "meas vs first"
+            << std::setw(15) << "sim vs first" << "\n";
+  for (auto& r : results) {
+    const double m = r["measured_ms"], s = r["simulated_ms"];
+    r["measured_over_simulated"] = m / s;
+    std::cout << std::left << std::setw(14) << (r["schedule"].get<std::string>() + " v" + std::to_string(r["vpp"].get<int>()))
+              << std::right << std::fixed << std::setprecision(2) << std::setw(13) << m << std::setw(14) << s
+              << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0 << "\n";
+  }
+  if (!a.json.empty()) std::ofstream(a.json) << results.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<BenchArgs>();
+  a->model.num_layers = 8;
+  auto* cmd = app.add_subcommand("bench", "Step time of schedules side by side, measured and simulated");
+  cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages)")->capture_default_str();
+  cmd->add_option("--schedules", a->schedules, "comma-separated schedules")->capture_default_str();
+  cmd->add_option("--vpp", a->vpp, "chunks per rank for interleaved")->capture_default_str();
+  cmd->add_option("--mb", a->mb, "micro-batches per step")->capture_default_str();
+  cmd->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch")->capture_default_str();
+  cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->capture_default_str();
+  cmd->add_option("--layers", a->model.num_layers, "transformer layers")->capture_default_str();
+  cmd->add_option("--hidden", a->model.hidden_size, "hidden size")->capture_default_str();
+  cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "timed steps per schedule")->capture_default_str();
+  cmd->add_option("--json", a->json, "also write the results as JSON");
+  cmd->callback([a, exit_code] {
+    try {
+      *exit_code = run_job(
+          a->job,
+          [a](int world) {
+            for (const auto& name : split(a->schedules)) pipeline_options(*a, name, world);
+          },
+          [a](comm::ProcessGroup* pg) { return bench_rank(*a, pg); });
+    } catch (const std::exception& e) {
+      std::cerr << "hyperpipe bench: error: " << e.what() << "\n";
+      *exit_code = 2;
+    }
+  });
+}
+
+}  // namespace hp::cli
