@@ -23,7 +23,11 @@
 //   copied into contiguous staging buffers, which the returned Work keeps alive
 //   until wait() (and copies back into the caller's tensor for receives,
 //   broadcasts and reductions). Sender and receiver of a plain send/recv must
-//   agree on the byte size (use P2P::isend_with_meta when shapes vary).
+//   agree on the byte size (use P2P::isend_with_meta when shapes vary): Gloo
+//   does not report a mismatch. A shorter message silently fills only the
+//   start of the receive buffer; a longer one makes Gloo abort the receiving
+//   process (an enforce on its I/O thread, which the launcher reports as
+//   SIGABRT).
 //   A zero-byte transfer sends no message on either side.
 // - Timeouts: every operation honours ProcessGroupOptions::timeout (wait()
 //   blocks at most that long, counted from the call). Failures and timeouts

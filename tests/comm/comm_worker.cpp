@@ -1,7 +1,8 @@
-// One rank of the comm dist tests: `comm_worker SCENARIO`, started by
-// launch_local (p2p_dist_test.cpp). It reads the torchrun environment, forms
-// the group with the timeout HP_TIMEOUT_S (seconds, default 20), runs the
-// scenario and prints "rank R: SCENARIO ok". Any failure prints
+// One rank of the comm dist tests: `comm_worker SCENARIO[,SCENARIO...]`,
+// started by launch_local (p2p_dist_test.cpp). It reads the torchrun
+// environment, forms the group with the timeout HP_TIMEOUT_S (seconds,
+// default 20), runs the scenarios in order on that one group and prints
+// "rank R: SCENARIO ok" after each. Any failure prints
 // "rank R: FAILED: <message>" to stderr and exits 1.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -246,7 +247,7 @@ void dtypes(ProcessGroup& pg, P2P& p2p) {
       d.to(at::kFloat),
       d.to(at::kHalf),
       d.to(at::kBFloat16),
-      at::tensor({true, false, true}),
+      at::tensor({1, 0, 1}, at::kByte).to(at::kBool),
       at::tensor({0, 255, 7}, at::kByte),
       at::tensor({INT64_MIN, INT64_MAX, int64_t{0}}, at::kLong),
       at::tensor({-5, 6}, at::kInt),
@@ -300,14 +301,15 @@ void hang(ProcessGroup& pg, P2P& p2p) {
   p2p.irecv(x, 1, MessageKind::Gradient, 1, 3).wait();
 }
 
-// The sender sends 10 floats, the receiver expects 12.
+// The sender sends 12 floats, the receiver expects 10.
 void size_mismatch(ProcessGroup& pg, P2P& p2p) {
   if (pg.rank() == 0) {
-    p2p.isend(at::ones({10}), 1, MessageKind::Activation, 0, 0).wait();
-    std::this_thread::sleep_for(std::chrono::seconds(120));
+    p2p.isend(at::ones({12}), 1, MessageKind::Activation, 0, 0).wait();
+    pg.barrier();
   } else {
-    at::Tensor x = at::zeros({12});
+    at::Tensor x = at::zeros({10});
     p2p.irecv(x, 0, MessageKind::Activation, 0, 0).wait();
+    pg.barrier();
   }
 }
 
@@ -332,13 +334,20 @@ const std::map<std::string, Scenario>& scenarios() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2 || scenarios().count(argv[1]) == 0) {
-    std::fprintf(stderr, "usage: comm_worker SCENARIO (one of:");
+  std::vector<std::string> names;
+  if (argc == 2) {
+    std::stringstream list(argv[1]);
+    for (std::string n; std::getline(list, n, ',');) names.push_back(n);
+  }
+  const bool known = !names.empty() && std::all_of(names.begin(), names.end(),
+                                                   [](const std::string& n) { return scenarios().count(n) > 0; });
+  if (!known) {
+    std::fprintf(stderr, "usage: comm_worker SCENARIO[,SCENARIO...] (scenarios:");
     for (auto& [name, f] : scenarios()) std::fprintf(stderr, " %s", name.c_str());
     std::fprintf(stderr, ")\n");
     return 2;
   }
-  const std::string name = argv[1];
+  const std::string name = names.front();
   int rank = -1;
   try {
     DistEnv env = DistEnv::from_environment();
@@ -354,9 +363,15 @@ int main(int argc, char** argv) {
     if (name == "late_master" && rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     ProcessGroup pg = ProcessGroup::create(env, opts);
     P2P p2p(pg);
-    scenarios().at(name)(pg, p2p);
-    say(rank, name + " ok");
+    for (const std::string& n : names) {
+      scenarios().at(n)(pg, p2p);
+      say(rank, n + " ok");
+    }
     return 0;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what_without_backtrace());
+    std::fflush(stderr);
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what());
     std::fflush(stderr);

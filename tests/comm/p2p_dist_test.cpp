@@ -61,8 +61,11 @@ void expect_all_ok(const WorkerRun& r, int nproc, const std::string& scenario) {
 class CommDist : public ::testing::TestWithParam<int> {};
 
 TEST_P(CommDist, RingWithTagsBothDirections) { expect_all_ok(run_worker(GetParam(), "ring"), GetParam(), "ring"); }
-TEST_P(CommDist, Broadcast) { expect_all_ok(run_worker(GetParam(), "broadcast"), GetParam(), "broadcast"); }
-TEST_P(CommDist, AllReduce) { expect_all_ok(run_worker(GetParam(), "all_reduce"), GetParam(), "all_reduce"); }
+TEST_P(CommDist, BroadcastThenAllReduce) {
+  WorkerRun r = run_worker(GetParam(), "broadcast,all_reduce");
+  expect_all_ok(r, GetParam(), "broadcast");
+  expect_all_ok(r, GetParam(), "all_reduce");
+}
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CommDist, ::testing::Values(2, 3, 4));
 
@@ -120,9 +123,16 @@ TEST(CommDistFailure, ARankThatNeverJoinsIsNamed) {
   EXPECT_LT(r.seconds, 12.0) << r.all();
 }
 
-TEST(CommDistFailure, ASizeMismatchFailsInsteadOfHanging) {
-  WorkerRun r = run_worker(2, "size_mismatch", 3);
+TEST(CommDistFailure, AMessageLargerThanTheBufferStopsTheJob) {
+  // Gloo cannot report this to the caller: it aborts the receiver from its I/O
+  // thread. What must hold is that the job stops quickly and says why.
+  WorkerRun r = run_worker(2, "size_mismatch", 5);
   EXPECT_NE(r.code, 0) << r.all();
-  EXPECT_TRUE(r.has("rank 1: FAILED: rank 1: recv Activation(stage 0, micro 0) from rank 0")) << r.all();
+  EXPECT_TRUE(r.has("op.preamble.length <= op.nbytes. 48 vs 40")) << r.all();
+  // Usually "rank 1 failed with signal 6 (SIGABRT)"; rank 0's failed barrier
+  // may be reaped in the same instant and reported first.
+  EXPECT_TRUE(r.has("hyperpipe launch: rank 1 failed with signal 6 (SIGABRT)") ||
+              r.has("hyperpipe launch: rank 0 failed with exit code 1"))
+      << r.all();
   EXPECT_LT(r.seconds, 15.0) << r.all();
 }
