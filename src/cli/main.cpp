@@ -1,8 +1,10 @@
 // The hyperpipe binary: one subcommand per user task.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 
+#include "cli/config_file.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/self_args.hpp"
 #ifdef HYPERPIPE_WITH_TORCH
@@ -11,7 +13,16 @@
 
 int main(int argc, char** argv) {
   hp::cli::set_self_args(argc, argv);
+  std::vector<std::string> args;
+  try {
+    args = hp::cli::expand_config_files({argv + 1, argv + argc});
+  } catch (const std::exception& e) {
+    std::cerr << "hyperpipe: error: " << e.what() << "\n";
+    return 2;
+  }
   CLI::App app{"hyperpipe: pipeline-parallel training on LibTorch"};
+  // A flag given twice (in a --config file and on the command line) takes the last value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   int exit_code = 0;
   hp::cli::add_plan_command(app, &exit_code);
@@ -19,7 +30,8 @@ int main(int argc, char** argv) {
   hp::cli::add_torch_commands(app, &exit_code);
 #endif
   try {
-    app.parse(argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes argument vectors in reverse order
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

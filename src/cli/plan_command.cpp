@@ -127,7 +127,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<PlanArgs>();
   args->opts.vpp = 2;
   auto* cmd = app.add_subcommand("plan", "Print, validate, simulate and draw a pipeline schedule");
-  cmd->set_config("--config", "", "TOML file with the same keys as these flags");
+  cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
   auto& o = args->opts;
   cmd->add_option("--schedule", args->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")
       ->capture_default_str();
@@ -152,7 +152,8 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   auto& c = args->costs;
   cmd->add_option("--cost-f", c.f, "forward time of one stage for one micro-batch")->capture_default_str();
   cmd->add_option("--cost-b", c.b, "backward time of one stage for one micro-batch")->capture_default_str();
-  cmd->add_option("--stage-cost", args->stage_costs, "per-stage override STAGE:F:B (repeatable)");
+  cmd->add_option("--stage-cost", args->stage_costs, "per-stage override STAGE:F:B (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--cost-pre-f", c.pre_f, "preprocess forward time (part of stage 0 outside MPipe)")
       ->capture_default_str();
   cmd->add_option("--cost-pre-b", c.pre_b, "preprocess backward time")->capture_default_str();

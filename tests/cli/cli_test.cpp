@@ -66,6 +66,19 @@ TEST(PlanCli, WritesSvgAndTrace) {
   EXPECT_FALSE(j.at("traceEvents").empty());
 }
 
+TEST(PlanCli, TomlConfigUsesTheFlagNamesAndFlagsOverrideIt) {
+  const std::string dir = fresh_dir("toml");
+  run_command("printf 'schedule = \"1f1b\"\npp = 2\nvpp = 1\nmb = 3\n' > " + dir + "/plan.toml");
+  const auto r = run_command(hyperpipe() + " plan --config " + dir + "/plan.toml --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "0,0F0,0SEND_F0@1,0F1,0SEND_F1@1,0RECV_B0@1,0B0,0F2,0SEND_F2@1,0RECV_B1@1,0B1,0RECV_B2@1,0B2\n"
+                      "1,1RECV_F0@0,1F0,1B0,1SEND_B0@0,1RECV_F1@0,1F1,1B1,1SEND_B1@0,1RECV_F2@0,1F2,1B2,1SEND_B2@0\n");
+  const auto o = run_command(hyperpipe() + " plan --config " + dir + "/plan.toml --mb 1 --format csv");
+  EXPECT_EQ(o.output, "0,0F0,0SEND_F0@1,0RECV_B0@1,0B0\n1,1RECV_F0@0,1F0,1B0,1SEND_B0@0\n");
+  run_command("printf 'hidden = 64\nheads = 3\nmicro-batch-size = 2\n' > " + dir + "/train.toml");
+  expect_error("train --config " + dir + "/train.toml", "--heads");
+}
+
 TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --hidden 64 --heads 3", "--heads");
   expect_error("train --layers 6 --vpp 2", "--layers");

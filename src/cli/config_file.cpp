@@ -1,0 +1,75 @@
+#include "cli/config_file.hpp"
+
+#include <sstream>
+#include <stdexcept>
+#include <toml++/toml.h>
+
+namespace hp::cli {
+namespace {
+
+std::string scalar(const toml::node& v, const std::string& where) {
+  if (auto s = v.value<std::string>()) return *s;
+  if (v.is_integer()) return std::to_string(*v.value<int64_t>());
+  if (v.is_floating_point()) {
+    std::ostringstream out;
+    out.precision(17);
+    out << *v.value<double>();
+    return out.str();
+  }
+  throw std::invalid_argument(where + ": expected a string, number or boolean");
+}
+
+void append_file(const std::string& path, std::vector<std::string>& out) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << "--config " << path << ": " << e.description() << " at line " << e.source().begin.line;
+    throw std::invalid_argument(msg.str());
+  }
+  for (auto&& [key, value] : table) {
+    const std::string flag = "--" + std::string(key.str());
+    const std::string where = "--config " + path + ": key '" + std::string(key.str()) + "'";
+    if (value.is_table()) throw std::invalid_argument(where + " is a table; every key must be a flag name");
+    if (auto b = value.value<bool>(); b && value.is_boolean()) {
+      if (*b) out.push_back(flag);
+    } else if (auto* arr = value.as_array()) {
+      for (auto&& item : *arr) {
+        out.push_back(flag);
+        out.push_back(scalar(item, where));
+      }
+    } else {
+      out.push_back(flag);
+      out.push_back(scalar(value, where));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expand_config_files(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      out.insert(out.end(), args.begin() + i, args.end());
+      break;
+    }
+    if (a == "--config" || a.rfind("--config=", 0) == 0) {
+      std::string path;
+      if (a == "--config") {
+        if (i + 1 >= args.size()) throw std::invalid_argument("--config needs a file name");
+        path = args[++i];
+      } else {
+        path = a.substr(9);
+      }
+      append_file(path, out);
+      continue;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace hp::cli

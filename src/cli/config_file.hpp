@@ -1,0 +1,19 @@
+// TOML configuration with the same names as the command-line flags.
+//
+// `--config FILE` (or --config=FILE) anywhere after the subcommand is replaced
+// by the file's keys as flags, in file order: `mb = 8` -> `--mb 8`,
+// `owner-backward = true` -> `--owner-backward` (false: omitted),
+// `stage-cost = ["0:1:2", "1:1:2"]` -> `--stage-cost 0:1:2 --stage-cost 1:1:2`.
+// Flags after --config override the file (the CLI takes the last value).
+// Tables are not allowed: every key is a flag.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hp::cli {
+
+// Throws std::invalid_argument naming the file, the key and what is allowed.
+std::vector<std::string> expand_config_files(const std::vector<std::string>& args);
+
+}  // namespace hp::cli
