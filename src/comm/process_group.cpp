@@ -234,8 +234,12 @@ CommError make_error(const Shared& sh, const OpInfo& info, const std::string& tr
     }
   } else {
     os << " failed: " << transport_message;
-    if (info.peer >= 0 && looks_like_peer_gone(transport_message)) {
-      os << " (did rank " << info.peer << " exit or crash?)";
+    if (looks_like_peer_gone(transport_message)) {
+      if (info.peer >= 0) {
+        os << " (did rank " << info.peer << " exit or crash?)";
+      } else {
+        os << " (did another rank exit or crash?)";
+      }
     }
   }
   return CommError(os.str(), sh.env.rank, info.peer, info.op, info.tag, timed_out);
@@ -431,7 +435,8 @@ ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions&
         os << (missing.size() == 1 ? "rank " : "ranks ");
         for (std::size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
         os << " of " << env.world_size << " did not " << what << " within " << limit
-           << " (are they running, with the same MASTER_ADDR and MASTER_PORT?)";
+           << (missing.size() == 1 ? " (is it running" : " (are they running")
+           << ", with the same MASTER_ADDR and MASTER_PORT?)";
       } else {
         os << "waiting for all ranks to " << what << " failed: " << clean_message(e);
       }

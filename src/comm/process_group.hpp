@@ -12,7 +12,9 @@
 //
 // Contract:
 // - One ProcessGroup per process (create() starts the job's store); movable,
-//   not copyable. All methods must be called from one thread (the rank's main
+//   not copyable (a moved-from group may only be destroyed or assigned to).
+//   Destroying it closes this rank's connections; peers still talking to it
+//   then fail with CommError. All methods must be called from one thread (the rank's main
 //   thread); the counters may be read from any thread.
 // - Ordering: collectives must be called in the same order on every rank.
 //   Point-to-point messages are matched by (source rank, tag): messages with

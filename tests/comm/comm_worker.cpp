@@ -98,6 +98,24 @@ void ring(ProcessGroup& pg, P2P& p2p) {
   sw.wait();
   check_equal(dst, payload(prev, 9, 1.0, {4, 6}).t(), "non-contiguous receive");
   check(rw.tensor().data_ptr() == dst.data_ptr(), "Work::tensor() is the destination");
+  check(rw.is_completed() && sw.is_completed() && Work().is_completed(), "is_completed after wait");
+
+  // Pseudo-deallocation: the sender swaps the output's storage for a
+  // one-element tensor right after posting; the message must still carry the
+  // original values.
+  at::Tensor out = payload(r, 11, 1.0, {64, 32});
+  at::Tensor in = at::zeros({64, 32}, at::kDouble);
+  Work rin = p2p.irecv(in, prev, MessageKind::Activation, prev, 11);
+  Work sout = p2p.isend(out, next, MessageKind::Activation, r, 11);
+  out.set_data(at::empty({1}, out.options()));
+  // Reuse freed memory of that size, so a send reading released storage
+  // would carry these values instead.
+  std::vector<at::Tensor> junk;
+  for (int i = 0; i < 8; ++i) junk.push_back(at::full({64, 32}, -7.0, at::kDouble));
+  rin.wait();
+  sout.wait();
+  check(out.numel() == 1, "pseudo-deallocated");
+  check_equal(in, payload(prev, 11, 1.0, {64, 32}), "values sent from a pseudo-deallocated output");
 }
 
 // PP=2 with two chunks per rank: rank 1 owns stages 1 and 3, rank 0 stages
@@ -298,7 +316,27 @@ void hang(ProcessGroup& pg, P2P& p2p) {
     return;
   }
   at::Tensor x = at::zeros({4});
-  p2p.irecv(x, 1, MessageKind::Gradient, 1, 3).wait();
+  Work w = p2p.irecv(x, 1, MessageKind::Gradient, 1, 3);
+  std::string first;
+  try {
+    w.wait();
+  } catch (const CommError& e) {
+    first = e.what();
+    check(e.timed_out() && e.peer() == 1 && e.rank() == 0 && e.op() == "recv" &&
+              e.tag() == make_tag(MessageKind::Gradient, 1, 3),
+          "CommError fields");
+  }
+  check(!first.empty(), "the receive from a silent peer must time out");
+  // A failed Work rethrows the same error at once.
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    w.wait();
+  } catch (const CommError& e) {
+    check(e.what() == first, "same error on the second wait");
+    check(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(500), "second wait is immediate");
+    throw;
+  }
+  check(false, "the second wait did not throw");
 }
 
 // The sender sends 12 floats, the receiver expects 10.

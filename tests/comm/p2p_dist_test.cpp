@@ -111,6 +111,7 @@ TEST(CommDistFailure, ACollectiveWithADeadRankFails) {
   WorkerRun r = run_worker(3, "early_exit_collective", timeout);
   EXPECT_NE(r.code, 0) << r.all();
   EXPECT_TRUE(r.has(": all_reduce (sum) of 16 Float elements over 3 ranks")) << r.all();
+  EXPECT_TRUE(r.has("(did another rank exit or crash?)") || r.has("timed out after 5 s")) << r.all();
   EXPECT_LT(r.seconds, timeout + 10) << r.all();
 }
 
@@ -119,7 +120,7 @@ TEST(CommDistFailure, ARankThatNeverJoinsIsNamed) {
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_TRUE(r.has("[rank 1] rank 1: not joining")) << r.all();
   EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: rendezvous at 127.0.0.1:")) << r.all();
-  EXPECT_TRUE(r.has("rank 1 of 2 did not join within 2 s")) << r.all();
+  EXPECT_TRUE(r.has("rank 1 of 2 did not join within 2 s (is it running")) << r.all();
   EXPECT_LT(r.seconds, 12.0) << r.all();
 }
 
