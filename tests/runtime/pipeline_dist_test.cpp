@@ -19,6 +19,8 @@ struct Job {
   std::vector<std::string> cases;  // groups of "MB TIE DEALLOC VARLEN"
 };
 
+void PrintTo(const Job& j, std::ostream* os) { *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp; }
+
 std::string run(const Job& j, int* code) {
   hp::comm::LaunchOptions lo;
   lo.nproc = j.pp;
