@@ -66,10 +66,26 @@ GPTChunk::GPTChunk(const TransformerConfig& config, const Partition& partition, 
          std::to_string(partition.num_stages()) + " stages (--pp " +
          std::to_string(partition.pp()) + " x --vpp " + std::to_string(partition.vpp()) + ")");
   }
-  first_ = partition.is_first(stage);
-  last_ = partition.is_last(stage);
-  layer_begin_ = partition.begin(stage);
-  layer_end_ = partition.end(stage);
+  build(ChunkLayout{stage, partition.is_first(stage), partition.is_last(stage), partition.begin(stage),
+                    partition.end(stage)});
+}
+
+GPTChunk::GPTChunk(const TransformerConfig& config, const ChunkLayout& layout)
+    : config_(config), stage_(layout.stage) {
+  config.validate();
+  if (layout.layer_begin < 0 || layout.layer_begin > layout.layer_end || layout.layer_end > config.num_layers) {
+    fail("chunk layers [" + std::to_string(layout.layer_begin) + ", " + std::to_string(layout.layer_end) +
+         ") must lie within the model's --layers " + std::to_string(config.num_layers));
+  }
+  build(layout);
+}
+
+void GPTChunk::build(const ChunkLayout& layout) {
+  const TransformerConfig& config = config_;
+  first_ = layout.embedding;
+  last_ = layout.head;
+  layer_begin_ = layout.layer_begin;
+  layer_end_ = layout.layer_end;
 
   const auto dtype = to_scalar_type(config.dtype);
   if (first_ || (last_ && config.tie_embeddings)) {
@@ -113,46 +129,42 @@ std::vector<int64_t> GPTChunk::output_shape(int64_t batch, int64_t seq) const {
 
 c10::ScalarType GPTChunk::activation_dtype() const { return to_scalar_type(config_.dtype); }
 
-torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
+torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& prefix) {
   const auto fail_here = [this](const std::string& msg) {
     fail("GPTChunk stage " + std::to_string(stage_) + ": " + msg);
   };
-  if (!input.defined()) fail_here("input is an undefined tensor");
-  torch::Tensor x;
-  if (first_) {
-    if (input.scalar_type() != at::kLong || input.dim() != 2) {
-      fail_here("the first stage takes int64 token ids [batch, seq], got " +
-           std::string(c10::toString(input.scalar_type())) + " " + shape_text(input));
-    }
-    const int64_t seq = input.size(1);
-    if (seq < 1 || seq > config_.max_seq_len) {
-      fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
-           std::to_string(config_.max_seq_len));
-    }
-    if (input.numel() > 0) {
-      const int64_t lo = input.min().item<int64_t>(), hi = input.max().item<int64_t>();
-      if (lo < 0 || hi >= config_.vocab_size) {
-        fail_here("token ids must lie in [0, --vocab " + std::to_string(config_.vocab_size) +
-             "), got values in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-      }
-    }
-    x = word_->forward(input) + position_->weight.narrow(0, 0, seq);
-  } else {
-    const auto dtype = to_scalar_type(config_.dtype);
-    if (input.dim() != 3 || input.size(2) != config_.hidden_size ||
-        input.scalar_type() != dtype) {
-      fail_here("expects hidden states " + std::string(c10::toString(dtype)) +
-           " [batch, seq, " + std::to_string(config_.hidden_size) +
-           "] (--dtype, --hidden), got " + std::string(c10::toString(input.scalar_type())) + " " +
-           shape_text(input));
-    }
-    const int64_t seq = input.size(1);
-    if (seq < 1 || seq > config_.max_seq_len) {
-      fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
-           std::to_string(config_.max_seq_len));
-    }
-    x = input;
+  if (tokens.scalar_type() != at::kLong || tokens.dim() != 2) {
+    fail_here("the first stage takes int64 token ids [batch, seq], got " +
+              std::string(c10::toString(tokens.scalar_type())) + " " + shape_text(tokens));
   }
+  const int64_t prefix_len = prefix.defined() ? prefix.size(1) : 0;
+  if (prefix.defined()) {
+    const auto dtype = to_scalar_type(config_.dtype);
+    if (prefix.dim() != 3 || prefix.size(0) != tokens.size(0) || prefix.size(2) != config_.hidden_size ||
+        prefix.scalar_type() != dtype) {
+      fail_here("the prefix must be " + std::string(c10::toString(dtype)) + " [" + std::to_string(tokens.size(0)) +
+                ", P, " + std::to_string(config_.hidden_size) + "], got " +
+                std::string(c10::toString(prefix.scalar_type())) + " " + shape_text(prefix));
+    }
+  }
+  const int64_t seq = prefix_len + tokens.size(1);
+  if (tokens.size(1) < 1 || seq > config_.max_seq_len) {
+    fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+              std::to_string(config_.max_seq_len));
+  }
+  if (tokens.numel() > 0) {
+    const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
+    if (lo < 0 || hi >= config_.vocab_size) {
+      fail_here("token ids must lie in [0, --vocab " + std::to_string(config_.vocab_size) + "), got values in [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+  }
+  torch::Tensor x = word_->forward(tokens);
+  if (prefix.defined()) x = at::cat({prefix, x}, 1);
+  return x + position_->weight.narrow(0, 0, seq);
+}
+
+torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input) {
   for (auto& block : blocks_) x = block->forward(x);
   if (last_) {
     x = final_norm_->forward(x);
@@ -161,6 +173,32 @@ torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
   // An empty middle stage: return a graph-connected copy, never the input itself.
   if (x.is_same(input)) x = input.clone();
   return x;
+}
+
+torch::Tensor GPTChunk::forward(const torch::Tensor& tokens, const torch::Tensor& prefix) {
+  if (!first_) fail("GPTChunk stage " + std::to_string(stage_) + ": only a chunk with the embedding takes a prefix");
+  if (!tokens.defined()) fail("GPTChunk stage " + std::to_string(stage_) + ": input is an undefined tensor");
+  return run_layers(embed(tokens, prefix), tokens);
+}
+
+torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
+  const auto fail_here = [this](const std::string& msg) {
+    fail("GPTChunk stage " + std::to_string(stage_) + ": " + msg);
+  };
+  if (!input.defined()) fail_here("input is an undefined tensor");
+  if (first_) return run_layers(embed(input, torch::Tensor()), input);
+  const auto dtype = to_scalar_type(config_.dtype);
+  if (input.dim() != 3 || input.size(2) != config_.hidden_size || input.scalar_type() != dtype) {
+    fail_here("expects hidden states " + std::string(c10::toString(dtype)) + " [batch, seq, " +
+              std::to_string(config_.hidden_size) + "] (--dtype, --hidden), got " +
+              std::string(c10::toString(input.scalar_type())) + " " + shape_text(input));
+  }
+  const int64_t seq = input.size(1);
+  if (seq < 1 || seq > config_.max_seq_len) {
+    fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+              std::to_string(config_.max_seq_len));
+  }
+  return run_layers(input, input);
 }
 
 std::vector<std::string> GPTChunk::tied_parameter_names() const {

@@ -35,12 +35,27 @@ class LayerNorm;
 class Linear;
 class TransformerBlock;
 
+// Where a chunk sits in the model when it is not simply one stage of a
+// Partition: MPipe Transpose (runtime/mpipe_runtime.hpp) splits stage 0 into a
+// preprocess block (the embedding and layers [0, T)) and body0 (layers
+// [T, end(0))), each a GPTChunk with its own layout and the usual global names.
+struct ChunkLayout {
+  int stage = 0;           // the global stage the chunk runs as
+  bool embedding = false;  // takes token ids and holds embedding.* (the model's first part)
+  bool head = false;       // holds final_norm and lm_head (the model's last part)
+  int layer_begin = 0;     // global layers [layer_begin, layer_end)
+  int layer_end = 0;
+};
+
 class GPTChunk : public torch::nn::Module {
  public:
   // Validates config (TransformerConfig::validate), checks that the partition
   // splits config.num_layers layers and that stage is one of its stages; throws
   // std::invalid_argument otherwise. Parameters get their initial values.
   GPTChunk(const TransformerConfig& config, const Partition& partition, int stage);
+  // An explicit layout; throws std::invalid_argument unless
+  // 0 <= layer_begin <= layer_end <= config.num_layers.
+  GPTChunk(const TransformerConfig& config, const ChunkLayout& layout);
 
   // Batch-first, any seq length 1..max_seq_len (it may change between calls):
   //   first stage:  int64 token ids [batch, seq] in [0, vocab) -> hidden [batch, seq, hidden]
@@ -50,6 +65,10 @@ class GPTChunk : public torch::nn::Module {
   // middle stage returns a graph-connected copy), so a sent output can be
   // pseudo-deallocated. Bad input throws std::invalid_argument.
   torch::Tensor forward(const torch::Tensor& input);
+  // First stage only: the hidden states `prefix` [batch, P, hidden] (e.g. a VL
+  // model's projected image features) come before the embedded tokens
+  // [batch, S]; positions run over all P + S <= max_seq_len entries.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& prefix);
 
   int stage() const { return stage_; }
   bool is_first() const { return first_; }
@@ -74,6 +93,10 @@ class GPTChunk : public torch::nn::Module {
   std::vector<std::string> tied_parameter_names() const;
 
  private:
+  void build(const ChunkLayout& layout);
+  torch::Tensor run_layers(torch::Tensor x, const torch::Tensor& input);
+  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& prefix);
+
   TransformerConfig config_;
   int stage_;
   bool first_;

@@ -84,6 +84,10 @@ const MicroBatch& Executor::micro(int m) const {
 
 void Executor::set_first_stage_input(int micro, at::Tensor input) { first_inputs_[micro] = std::move(input); }
 
+void Executor::set_first_stage_input_recv(int micro, comm::MessageKind kind, int stage) {
+  first_input_recvs_[micro] = {kind, stage};
+}
+
 void Executor::post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro) {
   if (options_.variable_seq_len)
     sends_.push_back(p2p_->isend_with_meta(tensor, peer, kind, stage, micro));
@@ -123,6 +127,15 @@ at::Tensor Executor::stage_input(int s, int m) {
       first_inputs_.erase(it);
       return x;
     }
+    auto r = first_input_recvs_.find(m);
+    if (r != first_input_recvs_.end()) {
+      const auto [kind, from_stage] = r->second;
+      first_input_recvs_.erase(r);
+      return take_recv(kind, from_stage, m);
+    }
+    if (!micro(m).input.defined())
+      throw std::logic_error("rank " + std::to_string(rank_) + ": FWD(0, " + std::to_string(m) +
+                             ") has no input: the micro-batch's data was not read on this rank");
     return micro(m).input;
   }
   if (layout_.pp == 1) return stage(s - 1).output(m);  // both stages live on this rank
@@ -203,6 +216,7 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
     throw std::logic_error("rank " + std::to_string(rank_) + ": " + std::to_string(recvs_.size()) +
                            " received message(s) were never consumed by the schedule");
   first_inputs_.clear();
+  first_input_recvs_.clear();
   micros_ = nullptr;
   return loss_sum_;
 }

@@ -43,10 +43,15 @@ struct ExecutorOptions {
 
 // One micro-batch as every rank sees it: the first stage's input, the last
 // stage's labels and its loss weight (its share of the step's tokens).
+// Under MPipe, input may be undefined on a rank that never reads it (it is
+// needed only by the micro's owner: spec section 5.5).
 struct MicroBatch {
   at::Tensor input;
   at::Tensor labels;
   double loss_weight = 1.0;
+  // Data the first stage's chunk reads from the local batch besides its input,
+  // never transported (a VL model's caption tokens); undefined for GPT.
+  at::Tensor extra;
 };
 
 class Executor {
@@ -79,6 +84,10 @@ class Executor {
   // Overrides stage 0's input of micro m for this step (MPipe puts the
   // preprocess output here); FWD(0, m) consumes it instead of micro(m).input.
   void set_first_stage_input(int micro, at::Tensor input);
+  // Stage 0's input of micro m is the message (kind, stage, micro) that a
+  // handler has posted (post_recv); FWD(0, m) waits for it only then, so the
+  // receive overlaps whatever runs before.
+  void set_first_stage_input_recv(int micro, comm::MessageKind kind, int stage);
   // Messages are named by (kind, stage, micro); see comm/p2p.hpp for the tags.
   // Posts a send now (waited at the end of the step).
   void post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro);
@@ -110,6 +119,7 @@ class Executor {
 
   const std::vector<MicroBatch>* micros_ = nullptr;
   std::map<int, at::Tensor> first_inputs_;
+  std::map<int, std::pair<comm::MessageKind, int>> first_input_recvs_;
   std::unique_ptr<comm::P2P> p2p_;
   std::vector<comm::Work> sends_;
   std::map<int, comm::Work> recvs_;

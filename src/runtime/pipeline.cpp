@@ -9,7 +9,9 @@
 #include "model/gpt.hpp"
 #include "model/lm_loss.hpp"
 #include "model/partition.hpp"
+#include "model/preprocess.hpp"
 #include "runtime/microbatch.hpp"
+#include "runtime/mpipe_runtime.hpp"
 #include "runtime/stage.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/validate.hpp"
@@ -25,13 +27,38 @@ model::Partition make_partition(const PipelineOptions& o) {
 
 at::ScalarType scalar_type(model::DType d) { return d == model::DType::Float64 ? at::kDouble : at::kFloat; }
 
+bool is_mpipe(const PipelineOptions& o) { return o.schedule.kind == schedule::ScheduleKind::MPipe; }
+
+// The schedule options as the generator sees them. The generator checks T
+// against an even split of --layers; with explicit per-stage counts the
+// partition is not even, so T is checked here against the real chunk instead.
+schedule::ScheduleOptions schedule_options(const PipelineOptions& o) {
+  schedule::ScheduleOptions s = o.schedule;
+  s.layers = o.layers_per_stage.empty() ? o.model.num_layers : 0;
+  return s;
+}
+
 }  // namespace
 
-Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg)
+void validate_pipeline_options(const PipelineOptions& o) {
+  o.model.validate();
+  const model::Partition partition = make_partition(o);
+  if (is_mpipe(o) && o.schedule.pp >= 2) {
+    const int t = o.schedule.mpipe.transpose_layers;
+    const int first = partition.count(0);
+    if (t > 0 && t >= first)
+      throw std::invalid_argument("--transpose-layers must be < " + std::to_string(first) +
+                                  ", the layers of stage 0's first chunk (" + partition.describe() +
+                                  "), so its body keeps a layer; got " + std::to_string(t));
+  }
+  schedule::check_options(schedule_options(o));
+}
+
+Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg,
+                   std::shared_ptr<model::Preprocess> preprocess)
     : options_(options), rank_(rank), pg_(pg) {
-  options_.model.validate();
-  options_.schedule.layers = options_.model.num_layers;
-  schedule::check_options(options_.schedule);
+  validate_pipeline_options(options_);
+  options_.schedule.layers = schedule_options(options_).layers;
   partition_ = std::make_unique<model::Partition>(make_partition(options_));
   if (rank < 0 || rank >= options_.schedule.pp)
     throw std::invalid_argument("rank " + std::to_string(rank) + " is outside --pp " +
@@ -42,6 +69,21 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
   actions_ = sched.ranks[rank];
 
   chunks_ = model::build_rank_chunks(options_.model, *partition_, rank);
+  const int transposed = is_mpipe(options_) ? options_.schedule.mpipe.transpose_layers : 0;
+  if (is_mpipe(options_) && transposed > 0) {
+    preprocess_ = preprocess ? preprocess : std::make_shared<model::GPTPreprocess>(options_.model, transposed);
+    if (rank == 0) {
+      model::ChunkLayout body0;
+      body0.stage = 0;
+      body0.embedding = false;
+      body0.head = partition_->is_last(0);
+      body0.layer_begin = transposed;
+      body0.layer_end = partition_->end(0);
+      chunks_[0] = std::make_shared<model::GPTChunk>(options_.model, body0);
+    }
+  } else if (preprocess) {
+    throw std::invalid_argument("a preprocess module is only used by --schedule mpipe with --transpose-layers >= 1");
+  }
   std::map<std::string, at::Tensor> seen;
   std::map<int, Stage*> stage_ptrs;
   for (auto& chunk : chunks_) {
@@ -52,8 +94,10 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
       if (!fresh) p.value().set_data(it->second.data());
     }
     auto c = chunk;
+    // Under MPipe stage 0's input is the (detached) preprocess output, or the
+    // token ids for T = 0: data exactly when the chunk embeds.
     stages_.push_back(std::make_unique<Stage>(chunk->stage(), chunk->is_first(), chunk->is_last(),
-                                              [c](const at::Tensor& x) { return c->forward(x); }));
+                                              Stage::Forward([c](const at::Tensor& x) { return c->forward(x); })));
     stage_ptrs[chunk->stage()] = stages_.back().get();
   }
   const int64_t hidden = options_.model.hidden_size;
@@ -63,6 +107,21 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
       },
       [this, hidden](int, int m) { return std::vector<int64_t>{rows_.at(m), seq_lens_.at(m), hidden}; },
       at::TensorOptions().dtype(scalar_type(options_.model.dtype)), options_.executor);
+
+  if (is_mpipe(options_)) {
+    MPipeModel m;
+    m.preprocess = preprocess_;
+    m.input_spec = [this](int micro) {
+      return model::TensorSpec{{rows_.at(micro), seq_lens_.at(micro)}, at::kLong};
+    };
+    m.feature_spec = [this](int micro) {
+      if (!preprocess_) return model::TensorSpec{{rows_.at(micro), seq_lens_.at(micro)}, at::kLong};
+      return preprocess_->output_spec(rows_.at(micro), seq_lens_.at(micro));
+    };
+    mpipe_ = std::make_unique<MPipeRuntime>(options_.schedule, rank, pg, std::move(m));
+    mpipe_->install(*executor_);
+    mpipe_->check_structure();
+  }
 }
 
 Pipeline::~Pipeline() = default;
@@ -90,7 +149,12 @@ StepResult Pipeline::step(const std::vector<at::Tensor>& micro_tokens) {
     micros.push_back(std::move(m));
   }
   for (auto& m : micros) m.loss_weight = static_cast<double>(m.labels.numel()) / result.tokens;
+  if (mpipe_) mpipe_->begin_step();
   double loss = executor_->run(actions_, micros);
+  if (mpipe_) {
+    mpipe_->end_step();
+    result.bytes_broadcast = mpipe_->broadcast_stats().step_bytes;
+  }
   if (pg_ && options_.schedule.pp > 1) {
     at::Tensor t = at::full({1}, loss, at::kDouble);
     pg_->all_reduce(t);
@@ -108,6 +172,9 @@ std::map<std::string, at::Tensor> Pipeline::named_parameters() const {
   std::map<std::string, at::Tensor> out;
   for (const auto& chunk : chunks_)
     for (const auto& p : chunk->named_parameters()) out.emplace(p.key(), p.value());
+  // The replicas on other ranks are not theirs: rank 0 owns the preprocess.
+  if (preprocess_ && rank_ == 0)
+    for (const auto& [name, p] : preprocess_->named_parameters()) out.emplace(name, p);
   return out;
 }
 
@@ -118,6 +185,13 @@ void Pipeline::reduce_tied_grads() {
   std::vector<std::pair<std::string, at::Tensor>> tied;
   for (const auto& chunk : chunks_)
     for (const auto& name : chunk->tied_parameter_names()) tied.emplace_back(name, chunk->named_parameters()[name]);
+  // MPipe: rank 0's first copy of a tied embedding is in the preprocess.
+  if (preprocess_ && rank_ == 0) {
+    const auto params = preprocess_->named_parameters();
+    for (const auto& name : preprocess_->tied_parameter_names())
+      for (const auto& [n, p] : params)
+        if (n == name) tied.emplace_back(name, p);
+  }
   if (tied.empty()) return;
   if (pp == 1) {
     // Both copies on this rank: each gets the sum.
@@ -158,6 +232,10 @@ std::vector<std::string> Pipeline::duplicate_parameter_names() const {
 void Pipeline::zero_grad() {
   for (const auto& chunk : chunks_)
     for (auto& p : chunk->parameters())
+      if (p.grad().defined()) p.mutable_grad().zero_();
+  // Every rank: owner-backward leaves the reduced sum on the replicas too.
+  if (preprocess_)
+    for (auto& [name, p] : preprocess_->named_parameters())
       if (p.grad().defined()) p.mutable_grad().zero_();
 }
 

@@ -6,6 +6,14 @@
 // with the same micro-batches, in the same order); it leaves the gradients of
 // this rank's parameters accumulated (summed over calls until zero_grad()), tied
 // copies not yet summed (reduce_tied_grads does that). Not thread-safe.
+//
+// MPipe Transpose (schedule kind MPipe, runtime/mpipe_runtime.hpp): with T >= 1
+// every rank holds the preprocess block (GPT: the embedding and layers [0, T)),
+// rank 0 as the trained parameters, the others as a replica the schedule's
+// broadcast overwrites; stage 0's Stage runs body0 (layers [T, end of chunk
+// 0)). Rank 0's named_parameters() include the preprocess, the other ranks'
+// do not, so each global parameter is counted once by the optimizer, the
+// gradient norm and checkpoints.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -25,11 +33,14 @@ class ProcessGroup;
 namespace hp::model {
 class GPTChunk;
 class Partition;
+class Preprocess;
 }  // namespace hp::model
 
 namespace hp::runtime {
 
 class Stage;
+class MPipeRuntime;
+struct BroadcastStats;
 
 struct PipelineOptions {
   schedule::ScheduleOptions schedule;  // kind, pp, vpp, micro_batches, group size
@@ -38,18 +49,30 @@ struct PipelineOptions {
   ExecutorOptions executor;
 };
 
+// Checks everything that needs no process group: the model config, the
+// partition, the schedule options and, for MPipe, T against stage 0's first
+// chunk. Throws std::invalid_argument naming the flag.
+void validate_pipeline_options(const PipelineOptions& options);
+
 // The step's result, identical on every rank.
 struct StepResult {
   double loss = 0.0;  // token-weighted mean loss over the step's micro-batches
   std::int64_t tokens = 0;
+  // MPipe: bytes the preprocess broadcast moved from rank 0 this step
+  // (payload x receivers); 0 for other schedules and skipped broadcasts.
+  std::uint64_t bytes_broadcast = 0;
 };
 
 class Pipeline {
  public:
   // Validates everything (model config, partition, schedule) before touching
   // the process group; throws std::invalid_argument naming the flag. pg may be
-  // null for a one-rank layout.
-  Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg);
+  // null for a one-rank layout. MPipe with T >= 1: `preprocess` is the
+  // caller's preprocess module (spec D3; null builds the model's own), and
+  // construction is collective: every rank checks its preprocess against
+  // rank 0's and all throw, naming the ranks that differ.
+  Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg,
+           std::shared_ptr<model::Preprocess> preprocess = nullptr);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -75,6 +98,10 @@ class Pipeline {
   const PipelineOptions& options() const { return options_; }
   const std::vector<schedule::Action>& actions() const { return actions_; }
   Executor& executor() { return *executor_; }
+  // Null unless the schedule is MPipe.
+  MPipeRuntime* mpipe() const { return mpipe_.get(); }
+  // This rank's GPT chunks by chunk index (under MPipe with T >= 1, chunk 0 of
+  // rank 0 is body0, without the embedding and the first T layers).
   const std::vector<std::shared_ptr<model::GPTChunk>>& chunks() const { return chunks_; }
 
  private:
@@ -86,6 +113,8 @@ class Pipeline {
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<schedule::Action> actions_;
   std::unique_ptr<Executor> executor_;
+  std::shared_ptr<model::Preprocess> preprocess_;  // MPipe, T >= 1: on every rank
+  std::unique_ptr<MPipeRuntime> mpipe_;
   std::vector<std::int64_t> seq_lens_;  // per micro, for receive shapes
   std::vector<std::int64_t> rows_;
 };

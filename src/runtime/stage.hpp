@@ -16,10 +16,19 @@ namespace hp::runtime {
 class Stage {
  public:
   using Forward = std::function<at::Tensor(const at::Tensor&)>;
+  // A chunk that also reads per-micro data besides its input (a VL model's
+  // stage 0 takes the caption tokens of micro m from the local batch).
+  using MicroForward = std::function<at::Tensor(int micro, const at::Tensor&)>;
 
   // first: the input is data (token ids), not a received activation, and
   // needs no gradient. last: backward starts from the loss.
   Stage(int index, bool first, bool last, Forward forward);
+  Stage(int index, bool first, bool last, MicroForward forward);
+
+  // Whether a floating-point input becomes a leaf that collects its gradient
+  // (default true). Off for MPipe's body0 behind a frozen preprocess: nobody
+  // consumes dL/dfeatures there, so autograd need not compute it.
+  void set_input_requires_grad(bool on) { input_requires_grad_ = on; }
 
   int index() const { return index_; }
   bool is_first() const { return first_; }
@@ -51,7 +60,8 @@ class Stage {
   int index_;
   bool first_;
   bool last_;
-  Forward forward_;
+  MicroForward forward_;
+  bool input_requires_grad_ = true;
   std::map<int, at::Tensor> inputs_, outputs_, losses_, input_grads_;
 };
 

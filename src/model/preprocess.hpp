@@ -1,0 +1,67 @@
+// Preprocess: the block of a model that MPipe Transpose runs on idle ranks
+// (spec section 2, D2/D3). It is a standalone module, built on EVERY rank with
+// the same structure: on rank 0 it holds the trained parameters, elsewhere a
+// replica that the MPIPE_PARAM_BROADCAST step overwrites. Its parameters keep
+// the model's global names ("embedding.word.weight", "layers.0.mlp.fc1.bias",
+// "vision.blocks.0...."), so checkpoints and the optimizer see no difference
+// from an unsplit stage 0.
+//
+// Contract: forward() is a plain autograd function of its input and the
+// parameters (grad mode decides whether it records a graph); it never modifies
+// its input and returns a new tensor. named_parameters() lists the same
+// tensors in the same order on every call. Single-threaded.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/transformer_config.hpp"
+
+namespace hp::model {
+
+class GPTChunk;
+
+// Shape and dtype of a tensor that travels between ranks.
+struct TensorSpec {
+  std::vector<std::int64_t> shape;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+};
+
+class Preprocess {
+ public:
+  virtual ~Preprocess() = default;
+  virtual at::Tensor forward(const at::Tensor& input) = 0;
+  virtual std::vector<std::pair<std::string, at::Tensor>> named_parameters() const = 0;
+  // What forward() takes and returns for a micro-batch of `rows` samples with
+  // `seq` text tokens each (the receiver allocates its buffers from these).
+  virtual TensorSpec input_spec(std::int64_t rows, std::int64_t seq) const = 0;
+  virtual TensorSpec output_spec(std::int64_t rows, std::int64_t seq) const = 0;
+  // Names of parameters whose copy elsewhere must get the same gradient sum
+  // (a tied word embedding: the LM head on the last stage holds the other copy).
+  virtual std::vector<std::string> tied_parameter_names() const { return {}; }
+};
+
+// GPT's preprocess for T >= 1: the token and position embeddings plus decoder
+// layers [0, T), i.e. GPTChunk(ChunkLayout{stage 0, embedding, layers [0, T)}).
+// tokens int64 [rows, seq] -> hidden [rows, seq, hidden]. Throws
+// std::invalid_argument unless 1 <= T < config.num_layers.
+class GPTPreprocess : public Preprocess {
+ public:
+  GPTPreprocess(const TransformerConfig& config, int transpose_layers);
+  at::Tensor forward(const at::Tensor& tokens) override;
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const override;
+  TensorSpec input_spec(std::int64_t rows, std::int64_t seq) const override;
+  TensorSpec output_spec(std::int64_t rows, std::int64_t seq) const override;
+  std::vector<std::string> tied_parameter_names() const override;
+  const std::shared_ptr<GPTChunk>& chunk() const { return chunk_; }
+
+ private:
+  std::shared_ptr<GPTChunk> chunk_;
+};
+
+}  // namespace hp::model

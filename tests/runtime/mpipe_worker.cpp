@@ -1,0 +1,184 @@
+// One rank of the MPipe distributed tests (mpipe_dist_test), started through
+// the local launcher. Modes:
+//
+//   mpipe_worker equiv VPP CASE...   CASE = MB:T:OVERFLOW:OWNER:TIE:ACCUM
+//     ACCUM pipelined steps (different batches) accumulate gradients; loss of
+//     each step and every gradient (preprocess and body) must equal the
+//     single-process reference (double, 1e-10 relative). Replicas start with
+//     wrong values, so a missing broadcast shows. Also checked: every global
+//     parameter is reported by exactly one rank, and the broadcast byte count.
+//   mpipe_worker mismatch VPP T      rank 1 builds a preprocess of T + 1
+//     layers; every rank must fail at construction naming rank 1.
+//
+// Prints "OK   ..." / "FAIL ..." per case; exits 1 on the first failure.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "comm/dist_env.hpp"
+#include "comm/process_group.hpp"
+#include "model/preprocess.hpp"
+#include "runtime/mpipe_runtime.hpp"
+#include "runtime/pipeline.hpp"
+#include "runtime/reference.hpp"
+
+using namespace hp;
+
+namespace {
+
+struct Case {
+  int mb = 4, t = 1;
+  std::string overflow = "full";
+  bool owner = false, tie = false;
+  int accum = 1;
+  std::string text;
+};
+
+Case parse_case(const std::string& s) {
+  Case c;
+  c.text = s;
+  std::vector<std::string> f;
+  std::stringstream in(s);
+  std::string cell;
+  while (std::getline(in, cell, ':')) f.push_back(cell);
+  if (f.size() < 6) throw std::invalid_argument("bad case " + s);
+  c.mb = std::stoi(f[0]);
+  c.t = std::stoi(f[1]);
+  c.overflow = f[2];
+  c.owner = f[3] == "1";
+  c.tie = f[4] == "1";
+  c.accum = std::stoi(f[5]);
+  return c;
+}
+
+// Stage 0's first chunk holds 3 layers (so T = 0, 1, 2 all leave body0 a
+// layer), every other stage 1: explicit counts, not the even split.
+runtime::PipelineOptions options(const Case& c, int pp, int vpp, schedule::ScheduleKind kind) {
+  runtime::PipelineOptions o;
+  o.schedule.kind = kind;
+  o.schedule.pp = pp;
+  o.schedule.vpp = vpp;
+  o.schedule.micro_batches = c.mb;
+  o.schedule.mpipe.transpose_layers = c.t;
+  o.schedule.mpipe.overflow = c.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
+  o.schedule.mpipe.owner_backward = c.owner;
+  o.layers_per_stage.assign(pp * vpp, 1);
+  o.layers_per_stage[0] = 3;
+  o.model.num_layers = pp * vpp + 2;
+  o.model.hidden_size = 16;
+  o.model.num_attention_heads = 2;
+  o.model.vocab_size = 32;
+  o.model.max_seq_len = 8;
+  o.model.tie_embeddings = c.tie;
+  o.model.dtype = model::DType::Float64;
+  o.model.seed = 23;
+  return o;
+}
+
+double all_reduce_sum(comm::ProcessGroup& pg, double x) {
+  at::Tensor t = at::full({1}, x, at::kDouble);
+  pg.all_reduce(t);
+  return t.item<double>();
+}
+
+std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg) {
+  const int rank = pg.rank(), pp = pg.world_size();
+  const auto o = options(c, pp, vpp, schedule::ScheduleKind::MPipe);
+  runtime::Pipeline p(o, rank, &pg);
+  // A replica that the broadcast failed to overwrite would show in the result.
+  if (rank != 0 && p.mpipe()->preprocess()) {
+    at::NoGradGuard g;
+    for (auto& [name, t] : p.mpipe()->preprocess()->named_parameters()) t.add_(0.5);
+  }
+  std::map<std::string, at::Tensor> ref_grads;
+  std::ostringstream err;
+  for (int a = 0; a < c.accum; ++a) {
+    auto micros = testing::make_micro_tokens(c.mb, 2, {6}, o.model.vocab_size, 100 + a);
+    const auto r = p.step(micros);
+    const auto ref = testing::reference_step(o.model, micros);
+    const double e = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss));
+    if (!(e < 1e-10)) err << " loss of run " << a << " off by " << e;
+    for (auto& [n, g] : ref.grads) {
+      auto [it, fresh] = ref_grads.emplace(n, g.clone());
+      if (!fresh) it->second += g;
+    }
+    std::uint64_t want = 0;
+    if (c.t > 0)
+      for (auto& [n, t] : p.mpipe()->parameters()) want += t.numel() * t.element_size() * (pp - 1);
+    if (r.bytes_broadcast != want) err << " bytes_broadcast " << r.bytes_broadcast << " != " << want;
+  }
+  p.reduce_tied_grads();
+  double worst = 0;
+  std::string worst_name = "-";
+  const auto params = p.named_parameters();
+  for (const auto& [name, t] : params) {
+    if (!ref_grads.count(name)) {
+      err << " unknown parameter " << name;
+      continue;
+    }
+    if (!t.grad().defined()) {
+      err << " " << name << " has no gradient";
+      continue;
+    }
+    const double e = testing::max_rel_error(t.grad(), ref_grads.at(name));
+    if (e > worst) worst = e, worst_name = name;
+  }
+  if (!(worst < 1e-10)) err << " max rel error " << worst << " (" << worst_name << ")";
+  // Each global parameter once over the ranks (the tied copy is a duplicate).
+  const double held = all_reduce_sum(pg, static_cast<double>(params.size() - p.duplicate_parameter_names().size()));
+  if (held != static_cast<double>(ref_grads.size()))
+    err << " ranks report " << held << " parameters, the model has " << ref_grads.size();
+  if (rank != 0 && c.t > 0)
+    for (auto& [name, t] : p.mpipe()->parameters())
+      if (params.count(name) && !(c.tie && name == "embedding.word.weight" && rank == pp - 1))
+        err << " rank " << rank << " reports the replica's " << name;
+  return err.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::cerr << "usage: mpipe_worker equiv|mismatch VPP CASE...\n";
+    return 2;
+  }
+  try {
+    at::set_num_threads(1);
+    const auto env = comm::DistEnv::from_environment();
+    comm::ProcessGroupOptions pgo;
+    pgo.timeout = std::chrono::seconds(std::getenv("HP_TIMEOUT_S") ? std::atoi(std::getenv("HP_TIMEOUT_S")) : 30);
+    auto pg = comm::ProcessGroup::create(env, pgo);
+    const std::string mode = argv[1];
+    const int vpp = std::atoi(argv[2]);
+    if (mode == "mismatch") {
+      Case c;
+      c.t = std::atoi(argv[3]);
+      auto o = options(c, env.world_size, vpp, schedule::ScheduleKind::MPipe);
+      auto pre = std::make_shared<model::GPTPreprocess>(o.model, env.rank == 1 ? c.t + 1 : c.t);
+      try {
+        runtime::Pipeline p(o, env.rank, &pg, pre);
+        std::cout << "FAIL mismatch: rank " << env.rank << " built a pipeline" << std::endl;
+        return 1;
+      } catch (const std::invalid_argument& e) {
+        std::cout << "EXPECTED " << e.what() << std::endl;
+        return 0;
+      }
+    }
+    for (int i = 3; i < argc; ++i) {
+      const Case c = parse_case(argv[i]);
+      const std::string err = equiv(c, vpp, pg);
+      std::cout << (err.empty() ? "OK   " : "FAIL ") << mode << " pp=" << env.world_size << " vpp=" << vpp
+                << " case " << c.text << " rank " << env.rank << err << std::endl;
+      if (!err.empty()) return 1;
+      pg.barrier();
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "mpipe_worker: " << e.what() << "\n";
+    return 1;
+  }
+}
