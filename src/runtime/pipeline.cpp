@@ -10,6 +10,7 @@
 #include "model/lm_loss.hpp"
 #include "model/partition.hpp"
 #include "model/preprocess.hpp"
+#include "model/vision.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/mpipe_runtime.hpp"
 #include "runtime/stage.hpp"
@@ -32,18 +33,42 @@ bool is_mpipe(const PipelineOptions& o) { return o.schedule.kind == schedule::Sc
 // The schedule options as the generator sees them. The generator checks T
 // against an even split of --layers; with explicit per-stage counts the
 // partition is not even, so T is checked here against the real chunk instead.
+// A VL model's T counts tower blocks, which the generator knows nothing of.
+// Only a VL tower can be frozen; the flag then follows --freeze-vision.
 schedule::ScheduleOptions schedule_options(const PipelineOptions& o) {
   schedule::ScheduleOptions s = o.schedule;
-  s.layers = o.layers_per_stage.empty() ? o.model.num_layers : 0;
+  const bool vl = o.model_kind == ModelKind::VL;
+  s.layers = o.layers_per_stage.empty() && !vl ? o.model.num_layers : 0;
+  if (vl) s.mpipe.frozen_preprocess = o.vision.frozen && s.mpipe.transpose_layers > 0;
   return s;
 }
+
+int transposed_layers(const PipelineOptions& o) { return is_mpipe(o) ? o.schedule.mpipe.transpose_layers : 0; }
 
 }  // namespace
 
 void validate_pipeline_options(const PipelineOptions& o) {
   o.model.validate();
   const model::Partition partition = make_partition(o);
-  if (is_mpipe(o) && o.schedule.pp >= 2) {
+  const bool vl = o.model_kind == ModelKind::VL;
+  if (vl) {
+    o.vision.validate();
+    if (o.model.max_seq_len <= o.vision.num_patches())
+      throw std::invalid_argument("a VL model's text positions (" + std::to_string(o.model.max_seq_len) +
+                                  ") must exceed its " + std::to_string(o.vision.num_patches()) +
+                                  " image patches, which come first");
+    if (is_mpipe(o)) {
+      const int t = o.schedule.mpipe.transpose_layers;
+      if (t < 0 || t > o.vision.num_layers)
+        throw std::invalid_argument("--transpose-layers counts vision tower blocks for --model vl: 0 <= T <= "
+                                    "--vision-layers " + std::to_string(o.vision.num_layers) + ", got " +
+                                    std::to_string(t));
+    }
+  } else if (o.schedule.mpipe.frozen_preprocess && is_mpipe(o)) {
+    throw std::invalid_argument("--frozen-preprocess: a GPT preprocess always trains; freeze a VL tower instead "
+                                "(--model vl --freeze-vision)");
+  }
+  if (is_mpipe(o) && o.schedule.pp >= 2 && !vl) {
     const int t = o.schedule.mpipe.transpose_layers;
     const int first = partition.count(0);
     if (t > 0 && t >= first)
@@ -58,7 +83,7 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
                    std::shared_ptr<model::Preprocess> preprocess)
     : options_(options), rank_(rank), pg_(pg) {
   validate_pipeline_options(options_);
-  options_.schedule.layers = schedule_options(options_).layers;
+  options_.schedule = schedule_options(options_);
   partition_ = std::make_unique<model::Partition>(make_partition(options_));
   if (rank < 0 || rank >= options_.schedule.pp)
     throw std::invalid_argument("rank " + std::to_string(rank) + " is outside --pp " +
@@ -68,11 +93,17 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
     throw std::invalid_argument("the generated schedule is invalid:\n" + v.to_string());
   actions_ = sched.ranks[rank];
 
+  const bool vl = options_.model_kind == ModelKind::VL;
+  const int transposed = transposed_layers(options_);
   chunks_ = model::build_rank_chunks(options_.model, *partition_, rank);
-  const int transposed = is_mpipe(options_) ? options_.schedule.mpipe.transpose_layers : 0;
-  if (is_mpipe(options_) && transposed > 0) {
-    preprocess_ = preprocess ? preprocess : std::make_shared<model::GPTPreprocess>(options_.model, transposed);
-    if (rank == 0) {
+  if (transposed > 0) {
+    if (preprocess)
+      preprocess_ = preprocess;
+    else if (vl)
+      preprocess_ = std::make_shared<model::VisionPreprocess>(options_.vision, options_.model, transposed);
+    else
+      preprocess_ = std::make_shared<model::GPTPreprocess>(options_.model, transposed);
+    if (rank == 0 && !vl) {
       model::ChunkLayout body0;
       body0.stage = 0;
       body0.embedding = false;
@@ -84,6 +115,15 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
   } else if (preprocess) {
     throw std::invalid_argument("a preprocess module is only used by --schedule mpipe with --transpose-layers >= 1");
   }
+  if (vl) {
+    prefix_len_ = options_.vision.num_patches();
+    if (rank == 0 && transposed < options_.vision.num_layers)
+      vision_ = std::make_shared<model::VisionTower>(options_.vision, options_.model, transposed,
+                                                     options_.vision.num_layers);
+  }
+  // Stage 0's input needs a gradient only where the preprocess backward
+  // consumes it; elsewhere it is data (tokens, pixels) or frozen features.
+  const bool stage0_input_grad = transposed > 0 && !options_.schedule.mpipe.frozen_preprocess;
   std::map<std::string, at::Tensor> seen;
   std::map<int, Stage*> stage_ptrs;
   for (auto& chunk : chunks_) {
@@ -94,28 +134,50 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
       if (!fresh) p.value().set_data(it->second.data());
     }
     auto c = chunk;
-    // Under MPipe stage 0's input is the (detached) preprocess output, or the
-    // token ids for T = 0: data exactly when the chunk embeds.
-    stages_.push_back(std::make_unique<Stage>(chunk->stage(), chunk->is_first(), chunk->is_last(),
-                                              Stage::Forward([c](const at::Tensor& x) { return c->forward(x); })));
+    if (vl && chunk->stage() == 0) {
+      // The caption tokens come from the local batch; the input is pixels or
+      // features, whatever the tower blocks on this stage start from.
+      auto tower = vision_;
+      stages_.push_back(std::make_unique<Stage>(
+          0, true, chunk->is_last(), Stage::MicroForward([this, c, tower](int m, const at::Tensor& x) {
+            return c->forward(executor_->micro(m).extra, tower ? tower->forward(x) : x);
+          })));
+    } else {
+      stages_.push_back(std::make_unique<Stage>(chunk->stage(), chunk->is_first(), chunk->is_last(),
+                                                Stage::Forward([c](const at::Tensor& x) { return c->forward(x); })));
+    }
+    if (chunk->stage() == 0) stages_.back()->set_input_requires_grad(stage0_input_grad);
     stage_ptrs[chunk->stage()] = stages_.back().get();
   }
   const int64_t hidden = options_.model.hidden_size;
   executor_ = std::make_unique<Executor>(
-      options_.schedule, rank, pg, stage_ptrs, [](const at::Tensor& out, const at::Tensor& labels) {
-        return model::lm_loss(out, labels);
+      options_.schedule, rank, pg, stage_ptrs,
+      [](const at::Tensor& out, const at::Tensor& labels) {
+        // VL: the logits of the image patches predict nothing.
+        const int64_t n = labels.size(1);
+        return model::lm_loss(out.size(1) == n ? out : out.narrow(1, out.size(1) - n, n), labels);
       },
-      [this, hidden](int, int m) { return std::vector<int64_t>{rows_.at(m), seq_lens_.at(m), hidden}; },
+      [this, hidden](int, int m) {
+        return std::vector<int64_t>{rows_.at(m), prefix_len_ + seq_lens_.at(m), hidden};
+      },
       at::TensorOptions().dtype(scalar_type(options_.model.dtype)), options_.executor);
 
   if (is_mpipe(options_)) {
     MPipeModel m;
     m.preprocess = preprocess_;
-    m.input_spec = [this](int micro) {
+    // T = 0 ships stage 0's data input: token ids, or a VL model's pixels.
+    const model::VisionConfig v = options_.vision;
+    const auto dtype = scalar_type(options_.model.dtype);
+    auto data_spec = [this, vl, v, dtype](int micro) {
+      if (vl) return model::TensorSpec{{rows_.at(micro), 3, v.image_size, v.image_size}, dtype};
       return model::TensorSpec{{rows_.at(micro), seq_lens_.at(micro)}, at::kLong};
     };
-    m.feature_spec = [this](int micro) {
-      if (!preprocess_) return model::TensorSpec{{rows_.at(micro), seq_lens_.at(micro)}, at::kLong};
+    m.input_spec = [this, data_spec](int micro) {
+      if (!preprocess_) return data_spec(micro);
+      return preprocess_->input_spec(rows_.at(micro), seq_lens_.at(micro));
+    };
+    m.feature_spec = [this, data_spec](int micro) {
+      if (!preprocess_) return data_spec(micro);
       return preprocess_->output_spec(rows_.at(micro), seq_lens_.at(micro));
     };
     mpipe_ = std::make_unique<MPipeRuntime>(options_.schedule, rank, pg, std::move(m));
@@ -127,15 +189,27 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
 Pipeline::~Pipeline() = default;
 
 StepResult Pipeline::step(const std::vector<at::Tensor>& micro_tokens) {
+  if (options_.model_kind == ModelKind::VL)
+    throw std::invalid_argument("a VL pipeline steps on captions and images: step(captions, images)");
+  return step(micro_tokens, {});
+}
+
+StepResult Pipeline::step(const std::vector<at::Tensor>& micro_tokens, const std::vector<at::Tensor>& micro_images) {
   const int mb = options_.schedule.micro_batches;
+  const bool vl = options_.model_kind == ModelKind::VL;
   if (static_cast<int>(micro_tokens.size()) != mb)
     throw std::invalid_argument("the step got " + std::to_string(micro_tokens.size()) +
                                 " micro-batches but --mb is " + std::to_string(mb));
+  if (vl && static_cast<int>(micro_images.size()) != mb)
+    throw std::invalid_argument("the step got " + std::to_string(micro_images.size()) + " image micro-batches for " +
+                                std::to_string(mb) + " caption micro-batches");
+  if (!vl && !micro_images.empty()) throw std::invalid_argument("a GPT pipeline takes no images");
   std::vector<MicroBatch> micros;
   StepResult result;
   rows_.clear();
   seq_lens_.clear();
-  for (const auto& t : micro_tokens) {
+  for (size_t i = 0; i < micro_tokens.size(); ++i) {
+    const at::Tensor& t = micro_tokens[i];
     if (t.dim() != 2 || t.size(1) < 2)
       throw std::invalid_argument("a micro-batch must be token ids [rows, seq + 1] with seq >= 1");
     if (!options_.executor.variable_seq_len && t.size(1) != micro_tokens[0].size(1))
@@ -143,6 +217,13 @@ StepResult Pipeline::step(const std::vector<at::Tensor>& micro_tokens) {
     MicroBatch m;
     m.input = t.slice(1, 0, t.size(1) - 1);
     m.labels = t.slice(1, 1, t.size(1));
+    if (vl) {
+      m.extra = m.input;
+      m.input = micro_images[i];
+      if (m.input.defined() && m.input.size(0) != t.size(0))
+        throw std::invalid_argument("micro-batch " + std::to_string(i) + " has " + std::to_string(m.input.size(0)) +
+                                    " images for " + std::to_string(t.size(0)) + " captions");
+    }
     result.tokens += m.labels.numel();
     rows_.push_back(t.size(0));
     seq_lens_.push_back(t.size(1) - 1);
@@ -172,6 +253,8 @@ std::map<std::string, at::Tensor> Pipeline::named_parameters() const {
   std::map<std::string, at::Tensor> out;
   for (const auto& chunk : chunks_)
     for (const auto& p : chunk->named_parameters()) out.emplace(p.key(), p.value());
+  if (vision_)
+    for (const auto& [name, p] : vision_->global_parameters()) out.emplace(name, p);
   // The replicas on other ranks are not theirs: rank 0 owns the preprocess.
   if (preprocess_ && rank_ == 0)
     for (const auto& [name, p] : preprocess_->named_parameters()) out.emplace(name, p);
@@ -232,6 +315,9 @@ std::vector<std::string> Pipeline::duplicate_parameter_names() const {
 void Pipeline::zero_grad() {
   for (const auto& chunk : chunks_)
     for (auto& p : chunk->parameters())
+      if (p.grad().defined()) p.mutable_grad().zero_();
+  if (vision_)
+    for (auto& [name, p] : vision_->global_parameters())
       if (p.grad().defined()) p.mutable_grad().zero_();
   // Every rank: owner-backward leaves the reduced sum on the replicas too.
   if (preprocess_)

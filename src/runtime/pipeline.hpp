@@ -7,8 +7,12 @@
 // this rank's parameters accumulated (summed over calls until zero_grad()), tied
 // copies not yet summed (reduce_tied_grads does that). Not thread-safe.
 //
+// VL: stage 0 (rank 0, chunk 0) holds the whole vision tower and projector
+// before the text embedding and its text layers.
+//
 // MPipe Transpose (schedule kind MPipe, runtime/mpipe_runtime.hpp): with T >= 1
-// every rank holds the preprocess block (GPT: the embedding and layers [0, T)),
+// every rank holds the preprocess block (GPT: the embedding and layers [0, T);
+// VL: tower blocks [0, T), T <= V; a frozen tower is broadcast once),
 // rank 0 as the trained parameters, the others as a replica the schedule's
 // broadcast overwrites; stage 0's Stage runs body0 (layers [T, end of chunk
 // 0)). Rank 0's named_parameters() include the preprocess, the other ranks'
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "model/transformer_config.hpp"
+#include "model/vision_config.hpp"
 #include "runtime/executor.hpp"
 #include "schedule/schedule.hpp"
 
@@ -34,6 +39,7 @@ namespace hp::model {
 class GPTChunk;
 class Partition;
 class Preprocess;
+class VisionTower;
 }  // namespace hp::model
 
 namespace hp::runtime {
@@ -42,16 +48,25 @@ class Stage;
 class MPipeRuntime;
 struct BroadcastStats;
 
+// gpt: token ids -> next tokens. vl: a vision tower over an image, its
+// projected patch features in front of the caption's embedded tokens, then
+// the text body; the loss is over the caption (model/vision.hpp).
+enum class ModelKind { GPT, VL };
+
 struct PipelineOptions {
   schedule::ScheduleOptions schedule;  // kind, pp, vpp, micro_batches, group size
+  ModelKind model_kind = ModelKind::GPT;
+  // For vl: the text part; max_seq_len covers the patches plus the caption.
   model::TransformerConfig model;
+  model::VisionConfig vision;          // vl only
   std::vector<int> layers_per_stage;   // explicit counts by global stage; empty = even split
   ExecutorOptions executor;
 };
 
 // Checks everything that needs no process group: the model config, the
 // partition, the schedule options and, for MPipe, T against stage 0's first
-// chunk. Throws std::invalid_argument naming the flag.
+// chunk (GPT: 0 <= T < its layers; VL: 0 <= T <= --vision-layers). Throws
+// std::invalid_argument naming the flag.
 void validate_pipeline_options(const PipelineOptions& options);
 
 // The step's result, identical on every rank.
@@ -81,6 +96,10 @@ class Pipeline {
   // inputs are [:, :-1], labels [:, 1:]; seq may differ between micro-batches
   // only with options.executor.variable_seq_len).
   StepResult step(const std::vector<at::Tensor>& micro_tokens);
+  // VL: micro_tokens are the captions, micro_images [rows, 3, S, S] the images.
+  // Under MPipe a rank only reads the images of the micros it owns, so the
+  // others may be undefined tensors (spec D4, section 5.5).
+  StepResult step(const std::vector<at::Tensor>& micro_tokens, const std::vector<at::Tensor>& micro_images);
   // Splits a batch [rows, seq + 1] into options.schedule.micro_batches and steps.
   StepResult step_batch(const at::Tensor& tokens);
 
@@ -114,6 +133,8 @@ class Pipeline {
   std::vector<schedule::Action> actions_;
   std::unique_ptr<Executor> executor_;
   std::shared_ptr<model::Preprocess> preprocess_;  // MPipe, T >= 1: on every rank
+  std::shared_ptr<model::VisionTower> vision_;     // VL, rank 0: the tower blocks stage 0 runs
+  std::int64_t prefix_len_ = 0;                    // VL: image patches ahead of the caption
   std::unique_ptr<MPipeRuntime> mpipe_;
   std::vector<std::int64_t> seq_lens_;  // per micro, for receive shapes
   std::vector<std::int64_t> rows_;

@@ -67,9 +67,18 @@ const std::vector<std::string> kPP4 = {"equiv", "1", "2:1:full:0:0:1", "2:0:min:
 const std::vector<std::string> kPP4V2 = {"equiv", "2", "8:1:full:0:0:1", "4:2:min:0:1:1", "8:0:min:0:0:1",
                                          "8:2:full:1:0:1", "4:1:min:1:1:2"};
 
+// VL, MB:T:OVERFLOW:OWNER_BACKWARD:FROZEN:ACCUM; T counts tower blocks (V = 2),
+// T = V transposes the whole tower; frozen towers over two runs (broadcast once).
+const std::vector<std::string> kVLPP2 = {"vl",           "1",           "2:0:full:0:0:1", "4:1:full:0:0:1",
+                                         "4:2:min:0:0:2", "8:2:full:1:0:2", "2:1:min:1:0:1",  "4:2:full:0:1:2",
+                                         "8:1:min:0:1:2", "4:0:full:0:1:1"};
+const std::vector<std::string> kVLPP4V2 = {"vl", "2", "8:2:full:0:1:2", "2:1:min:0:0:1", "8:1:full:1:0:1",
+                                           "4:2:min:0:0:1", "8:0:min:0:0:1"};
+
 INSTANTIATE_TEST_SUITE_P(Layouts, MPipeDist,
                          ::testing::Values(Job{"pp2_v1", 2, kPP2}, Job{"pp2_v2", 2, kPP2V2}, Job{"pp4_v1", 4, kPP4},
-                                           Job{"pp4_v2", 4, kPP4V2}),
+                                           Job{"pp4_v2", 4, kPP4V2}, Job{"vl_pp2_v1", 2, kVLPP2},
+                                           Job{"vl_pp4_v2", 4, kVLPP4V2}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(MPipeDistBadInput, APreprocessThatDiffersOnOneRankFailsEveryRankNamingIt) {

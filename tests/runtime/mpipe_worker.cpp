@@ -7,6 +7,10 @@
 //     single-process reference (double, 1e-10 relative). Replicas start with
 //     wrong values, so a missing broadcast shows. Also checked: every global
 //     parameter is reported by exactly one rank, and the broadcast byte count.
+//   mpipe_worker vl VPP CASE...      CASE = MB:T:OVERFLOW:OWNER:FROZEN:ACCUM
+//     the same for the VL model (T counts tower blocks); every rank is given
+//     only the images of the micros it owns. A frozen tower must be broadcast
+//     once per run, a trainable one every step, T = 0 never.
 //   mpipe_worker mismatch VPP T      rank 1 builds a preprocess of T + 1
 //     layers; every rank must fail at construction naming rank 1.
 //
@@ -24,6 +28,8 @@
 #include "model/preprocess.hpp"
 #include "runtime/mpipe_runtime.hpp"
 #include "runtime/pipeline.hpp"
+#include "model/vl_data.hpp"
+#include "runtime/mpipe_vl_reference.hpp"
 #include "runtime/reference.hpp"
 
 using namespace hp;
@@ -33,12 +39,12 @@ namespace {
 struct Case {
   int mb = 4, t = 1;
   std::string overflow = "full";
-  bool owner = false, tie = false;
+  bool owner = false, tie = false, frozen = false;  // the fifth field: TIE for GPT, FROZEN for VL
   int accum = 1;
   std::string text;
 };
 
-Case parse_case(const std::string& s) {
+Case parse_case(const std::string& s, bool vl) {
   Case c;
   c.text = s;
   std::vector<std::string> f;
@@ -50,14 +56,14 @@ Case parse_case(const std::string& s) {
   c.t = std::stoi(f[1]);
   c.overflow = f[2];
   c.owner = f[3] == "1";
-  c.tie = f[4] == "1";
+  (vl ? c.frozen : c.tie) = f[4] == "1";
   c.accum = std::stoi(f[5]);
   return c;
 }
 
 // Stage 0's first chunk holds 3 layers (so T = 0, 1, 2 all leave body0 a
 // layer), every other stage 1: explicit counts, not the even split.
-runtime::PipelineOptions options(const Case& c, int pp, int vpp, schedule::ScheduleKind kind) {
+runtime::PipelineOptions options(const Case& c, int pp, int vpp, schedule::ScheduleKind kind, bool vl = false) {
   runtime::PipelineOptions o;
   o.schedule.kind = kind;
   o.schedule.pp = pp;
@@ -76,6 +82,21 @@ runtime::PipelineOptions options(const Case& c, int pp, int vpp, schedule::Sched
   o.model.tie_embeddings = c.tie;
   o.model.dtype = model::DType::Float64;
   o.model.seed = 23;
+  if (vl) {
+    // One text layer per stage; 2 tower blocks over 8x8 images of 4 patches.
+    o.model_kind = runtime::ModelKind::VL;
+    o.layers_per_stage.assign(pp * vpp, 1);
+    o.model.num_layers = pp * vpp;
+    o.model.tie_embeddings = false;
+    o.model.vocab_size = static_cast<int>(model::vl_vocabulary().size());
+    o.vision.num_layers = 2;
+    o.vision.image_size = 8;
+    o.vision.patch_size = 4;
+    o.vision.hidden_size = 8;
+    o.vision.num_attention_heads = 2;
+    o.vision.frozen = c.frozen;
+    o.model.max_seq_len = o.vision.num_patches() + model::kVLCaptionTokens - 1;
+  }
   return o;
 }
 
@@ -85,9 +106,9 @@ double all_reduce_sum(comm::ProcessGroup& pg, double x) {
   return t.item<double>();
 }
 
-std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg) {
+std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg, bool vl) {
   const int rank = pg.rank(), pp = pg.world_size();
-  const auto o = options(c, pp, vpp, schedule::ScheduleKind::MPipe);
+  const auto o = options(c, pp, vpp, schedule::ScheduleKind::MPipe, vl);
   runtime::Pipeline p(o, rank, &pg);
   // A replica that the broadcast failed to overwrite would show in the result.
   if (rank != 0 && p.mpipe()->preprocess()) {
@@ -97,9 +118,24 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg) {
   std::map<std::string, at::Tensor> ref_grads;
   std::ostringstream err;
   for (int a = 0; a < c.accum; ++a) {
-    auto micros = testing::make_micro_tokens(c.mb, 2, {6}, o.model.vocab_size, 100 + a);
-    const auto r = p.step(micros);
-    const auto ref = testing::reference_step(o.model, micros);
+    std::vector<at::Tensor> micros, images, mine;
+    testing::ReferenceStep ref;
+    runtime::StepResult r;
+    if (vl) {
+      for (int m = 0; m < c.mb; ++m) {
+        auto b = model::make_vl_batch(o.vision, 2, 7, 2 * (a * c.mb + m), at::kDouble);
+        micros.push_back(b.captions);
+        images.push_back(b.images);
+        // Spec D4: a rank reads the data of the micros it owns, nothing else.
+        mine.push_back(schedule::mpipe_owner(o.schedule, m) == rank ? b.images : at::Tensor());
+      }
+      r = p.step(micros, mine);
+      ref = testing::vl_reference_step(o.model, o.vision, micros, images);
+    } else {
+      micros = testing::make_micro_tokens(c.mb, 2, {6}, o.model.vocab_size, 100 + a);
+      r = p.step(micros);
+      ref = testing::reference_step(o.model, micros);
+    }
     const double e = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss));
     if (!(e < 1e-10)) err << " loss of run " << a << " off by " << e;
     for (auto& [n, g] : ref.grads) {
@@ -107,7 +143,7 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg) {
       if (!fresh) it->second += g;
     }
     std::uint64_t want = 0;
-    if (c.t > 0)
+    if (c.t > 0 && !(c.frozen && a > 0))
       for (auto& [n, t] : p.mpipe()->parameters()) want += t.numel() * t.element_size() * (pp - 1);
     if (r.bytes_broadcast != want) err << " bytes_broadcast " << r.bytes_broadcast << " != " << want;
   }
@@ -117,7 +153,11 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg) {
   const auto params = p.named_parameters();
   for (const auto& [name, t] : params) {
     if (!ref_grads.count(name)) {
-      err << " unknown parameter " << name;
+      // A frozen tower parameter: no gradient in the reference, none here.
+      if (!(c.frozen && name.rfind("vision.", 0) == 0 && !t.requires_grad()))
+        err << " unknown parameter " << name;
+      else if (t.grad().defined())
+        err << " frozen " << name << " has a gradient";
       continue;
     }
     if (!t.grad().defined()) {
@@ -129,9 +169,14 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg) {
   }
   if (!(worst < 1e-10)) err << " max rel error " << worst << " (" << worst_name << ")";
   // Each global parameter once over the ranks (the tied copy is a duplicate).
-  const double held = all_reduce_sum(pg, static_cast<double>(params.size() - p.duplicate_parameter_names().size()));
+  int frozen_held = 0;
+  for (const auto& [name, t] : params) frozen_held += !t.requires_grad();
+  const double held = all_reduce_sum(
+      pg, static_cast<double>(params.size() - p.duplicate_parameter_names().size() - frozen_held));
   if (held != static_cast<double>(ref_grads.size()))
-    err << " ranks report " << held << " parameters, the model has " << ref_grads.size();
+    err << " ranks report " << held << " trainable parameters, the model has " << ref_grads.size();
+  if (c.frozen && c.t > 0 && p.mpipe()->broadcast_stats().broadcasts != 1)
+    err << " the frozen tower was broadcast " << p.mpipe()->broadcast_stats().broadcasts << " times";
   if (rank != 0 && c.t > 0)
     for (auto& [name, t] : p.mpipe()->parameters())
       if (params.count(name) && !(c.tie && name == "embedding.word.weight" && rank == pp - 1))
@@ -143,7 +188,7 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: mpipe_worker equiv|mismatch VPP CASE...\n";
+    std::cerr << "usage: mpipe_worker equiv|vl|mismatch VPP CASE...\n";
     return 2;
   }
   try {
@@ -169,8 +214,8 @@ int main(int argc, char** argv) {
       }
     }
     for (int i = 3; i < argc; ++i) {
-      const Case c = parse_case(argv[i]);
-      const std::string err = equiv(c, vpp, pg);
+      const Case c = parse_case(argv[i], mode == "vl");
+      const std::string err = equiv(c, vpp, pg, mode == "vl");
       std::cout << (err.empty() ? "OK   " : "FAIL ") << mode << " pp=" << env.world_size << " vpp=" << vpp
                 << " case " << c.text << " rank " << env.rank << err << std::endl;
       if (!err.empty()) return 1;
