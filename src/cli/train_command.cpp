@@ -12,6 +12,7 @@
 #include "comm/launcher.hpp"
 #include "comm/process_group.hpp"
 #include "cli/self_args.hpp"
+#include "model/vl_data.hpp"
 #include "train/trainer.hpp"
 
 namespace hp::cli {
@@ -22,6 +23,7 @@ struct TrainArgs {
   std::string schedule = "interleaved";
   std::string dtype = "float32";
   std::string overflow = "full";
+  std::string model = "gpt";
   std::string layers_per_stage;
   std::string fault;  // RANK:STEP:KIND
   int nproc = 0;  // 0: 4 local ranks, or one rank of a job when the torchrun variables are set
@@ -60,7 +62,17 @@ train::TrainOptions resolve(const TrainArgs& a, int world) {
   auto dtype = model::dtype_from_name(a.dtype);
   if (!dtype) throw std::invalid_argument("--dtype " + a.dtype + ": allowed: float32, float64");
   o.pipeline.model.dtype = *dtype;
-  o.pipeline.model.max_seq_len = o.seq_len;
+  if (a.model != "gpt" && a.model != "vl") throw std::invalid_argument("--model " + a.model + ": allowed: gpt, vl");
+  if (a.model == "vl") {
+    // The synthetic captions fix the text length; the patches come first.
+    o.pipeline.model_kind = runtime::ModelKind::VL;
+    o.seq_len = model::kVLCaptionTokens - 1;
+    o.pipeline.vision.validate();
+    o.pipeline.model.max_seq_len = o.pipeline.vision.num_patches() + o.seq_len;
+  } else {
+    if (o.pipeline.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
+    o.pipeline.model.max_seq_len = o.seq_len;
+  }
   if (!a.layers_per_stage.empty()) o.pipeline.layers_per_stage = parse_counts(a.layers_per_stage);
   if (!a.fault.empty()) {
     std::stringstream in(a.fault);
@@ -88,7 +100,12 @@ int run_rank(const TrainArgs& a) {
   if (env.rank == 0)
     std::cout << "hyperpipe train: " << a.schedule << " pp=" << env.world_size << " vpp=" << o.pipeline.schedule.vpp
               << " mb=" << o.pipeline.schedule.micro_batches << " micro-batch-size=" << o.micro_batch_size
-              << " seq-len=" << o.seq_len << " | " << o.pipeline.model.describe() << std::endl;
+              << " seq-len=" << o.seq_len << " | " << o.pipeline.model.describe()
+              << (a.model == "vl" ? " | vl: --vision-layers " + std::to_string(o.pipeline.vision.num_layers) +
+                                        " --image-size " + std::to_string(o.pipeline.vision.image_size) +
+                                        (o.pipeline.vision.frozen ? " (frozen)" : "")
+                                  : std::string())
+              << std::endl;
   train::train(o, pg.get());
   return 0;
 }
@@ -125,8 +142,16 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--transpose-layers", s.mpipe.transpose_layers, "MPipe T")->capture_default_str();
   cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
+  auto& v = t.pipeline.vision;
+  cmd->add_option("--model", a->model, "gpt, or vl: a vision tower + projector before the GPT text body, on synthetic captioned images")->capture_default_str();
+  cmd->add_option("--vision-layers", v.num_layers, "vl: vision tower blocks V (MPipe T counts these, 1..V)")->capture_default_str();
+  cmd->add_flag("--freeze-vision", v.frozen, "vl: the tower does not train (MPipe broadcasts it once)");
+  cmd->add_option("--image-size", v.image_size, "vl: pixels per image side")->capture_default_str();
+  cmd->add_option("--patch-size", v.patch_size, "vl: pixels per patch side")->capture_default_str();
+  cmd->add_option("--vision-hidden", v.hidden_size, "vl: tower width")->capture_default_str();
+  cmd->add_option("--vision-heads", v.num_attention_heads, "vl: tower attention heads")->capture_default_str();
   cmd->add_option("--micro-batch-size", t.micro_batch_size, "sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--seq-len", t.seq_len, "tokens per sequence")->capture_default_str();
+  cmd->add_option("--seq-len", t.seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
   cmd->add_option("--layers", m.num_layers, "transformer layers")->capture_default_str();
   cmd->add_option("--layers-per-stage", a->layers_per_stage, "explicit layer counts per global stage, e.g. 3,1,2,2");
   cmd->add_option("--hidden", m.hidden_size, "hidden size")->capture_default_str();

@@ -19,6 +19,8 @@
 #include "data/batch_sampler.hpp"
 #include "data/token_source.hpp"
 #include "model/partition.hpp"
+#include "model/vl_data.hpp"
+#include "runtime/microbatch.hpp"
 #include "schedule/generate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/grad_clip.hpp"
@@ -40,7 +42,8 @@ data::BatchOptions batch_options(const TrainOptions& o) {
 }
 
 // What a checkpoint must agree on to load into this model (the layout may differ).
-std::string model_shape_json(const model::TransformerConfig& m) {
+std::string model_shape_json(const runtime::PipelineOptions& p) {
+  const model::TransformerConfig& m = p.model;
   nlohmann::json j;
   j["layers"] = m.num_layers;
   j["hidden"] = m.hidden_size;
@@ -48,6 +51,15 @@ std::string model_shape_json(const model::TransformerConfig& m) {
   j["ffn-hidden"] = m.ffn_hidden();
   j["vocab"] = m.vocab_size;
   j["tie-embeddings"] = m.tie_embeddings;
+  if (p.model_kind == runtime::ModelKind::VL) {
+    // A frozen tower has the same shape: freezing may change between runs.
+    j["model"] = "vl";
+    j["vision-layers"] = p.vision.num_layers;
+    j["image-size"] = p.vision.image_size;
+    j["patch-size"] = p.vision.patch_size;
+    j["vision-hidden"] = p.vision.hidden_size;
+    j["vision-heads"] = p.vision.num_attention_heads;
+  }
   return j.dump();
 }
 
@@ -86,6 +98,25 @@ class Progress {
   bool tty_;
 };
 
+// One pipeline run of a VL model on batch `index` of the synthetic captioned
+// images. Under MPipe a rank keeps only the images of the micros it owns: the
+// per-rank read of spec section 5.5 (the others never look at them).
+runtime::StepResult vl_step(runtime::Pipeline& pipeline, const TrainOptions& o, std::int64_t index, int rank) {
+  const auto& p = o.pipeline;
+  const int rows = o.micro_batch_size * p.schedule.micro_batches;
+  const auto batch = model::make_vl_batch(p.vision, rows, p.model.seed, index * rows,
+                                          p.model.dtype == model::DType::Float64 ? at::kDouble : at::kFloat);
+  auto captions = runtime::split_microbatches(batch.captions, p.schedule.micro_batches);
+  auto images = runtime::split_microbatches(batch.images, p.schedule.micro_batches);
+  if (p.schedule.kind == schedule::ScheduleKind::MPipe)
+    for (int m = 0; m < p.schedule.micro_batches; ++m)
+      if (schedule::mpipe_owner(p.schedule, m) != rank) images[m] = at::Tensor();
+  return pipeline.step(captions, images);
+}
+
+void validate_data_source(const TrainOptions& o);
+void validate_checkpoint_shape(const TrainOptions& o);
+
 }  // namespace
 
 void TrainOptions::validate() const {
@@ -102,38 +133,64 @@ void TrainOptions::validate() const {
   if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang")
     fail("--inject-fault: the kind must be exit or hang, got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("--save-interval needs --save DIR");
-  pipeline.model.validate();
   adam.validate();
   lr_options(*this).validate();
-  auto sched = pipeline.schedule;
-  sched.layers = pipeline.model.num_layers;
-  schedule::check_options(sched);
-  if (pipeline.layers_per_stage.empty())
-    model::Partition::even(pipeline.model.num_layers, sched.pp, sched.vpp);
-  else
-    model::Partition::from_counts(pipeline.model.num_layers, sched.pp, sched.vpp, pipeline.layers_per_stage);
+  runtime::validate_pipeline_options(pipeline);
+  if (pipeline.model_kind == runtime::ModelKind::VL) {
+    if (data != "embedded")
+      fail("--data " + data + ": --model vl trains on its own synthetic captioned images; drop --data");
+    const int words = static_cast<int>(model::vl_vocabulary().size());
+    if (pipeline.model.vocab_size < words)
+      fail("--vocab " + std::to_string(pipeline.model.vocab_size) + " is too small for --model vl's " +
+           std::to_string(words) + " caption words");
+    if (seq_len != model::kVLCaptionTokens - 1)
+      fail("--model vl: captions have " + std::to_string(model::kVLCaptionTokens - 1) + " input tokens, so --seq-len " +
+           "must be " + std::to_string(model::kVLCaptionTokens - 1) + ", got " + std::to_string(seq_len));
+  } else {
+    validate_data_source(*this);
+  }
+  if (!load.empty()) validate_checkpoint_shape(*this);
+}
+
+namespace {
+
+void validate_data_source(const TrainOptions& o) {
+  auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
+  const std::string& data = o.data;
+  const int seq_len = o.seq_len;
+  const auto& pipeline = o.pipeline;
   auto src = data::open_source(data);
   if (src->vocab_size() > pipeline.model.vocab_size)
     fail("--data " + data + " has token ids up to " + std::to_string(src->vocab_size() - 1) + " but --vocab is " +
          std::to_string(pipeline.model.vocab_size));
   if (src->size() < static_cast<std::size_t>(seq_len) + 1)
     fail("--data " + data + " is shorter than --seq-len + 1 tokens");
-  if (!load.empty()) {
+}
+
+void validate_checkpoint_shape(const TrainOptions& o) {
+  auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
+  const std::string& load = o.load;
+  const auto& pipeline = o.pipeline;
+  {
     const std::string dir = resolve_checkpoint(load);
     std::ifstream in(dir + "/meta.json");
     const auto meta = nlohmann::json::parse(in, nullptr, false);
     const std::string saved = meta.is_object() && meta.contains("metadata") ? meta["metadata"].dump() : "";
-    const std::string mine = model_shape_json(pipeline.model);
+    const std::string mine = model_shape_json(pipeline);
     if (!saved.empty() && nlohmann::json::parse(saved) != nlohmann::json::parse(mine))
       fail("--load " + load + ": the checkpoint is of a model " + saved + " but this run builds " + mine);
   }
 }
 
+}  // namespace
+
 TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
   o.validate();
   const int rank = pg ? pg->rank() : 0;
   runtime::Pipeline pipeline(o.pipeline, rank, pg);
-  auto src = data::open_source(o.data);
+  const bool vl = o.pipeline.model_kind == runtime::ModelKind::VL;
+  std::unique_ptr<data::TokenSource> src;
+  if (!vl) src = data::open_source(o.data);
   const auto batch_opts = batch_options(o);
   const auto lr_opts = lr_options(o);
 
@@ -157,7 +214,7 @@ TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
 
   auto save = [&](std::int64_t step) {
     save_checkpoint(o.save, step, rank, pg ? pg->world_size() : 1, params, adam.state(),
-                    model_shape_json(o.pipeline.model), barrier);
+                    model_shape_json(o.pipeline), barrier);
   };
 
   TrainResult result;
@@ -172,12 +229,16 @@ TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
       std::_Exit(17);
     }
     const auto t0 = std::chrono::steady_clock::now();
+    const comm::CommCounters before = pg ? pg->counters() : comm::CommCounters{};
     double loss = 0;
     std::int64_t tokens = 0;
+    std::uint64_t bytes_broadcast = 0;
     for (int a = 0; a < o.grad_accum; ++a) {
-      const auto r = pipeline.step_batch(to_tensor(data::sample_batch(*src, batch_opts, (step - 1) * o.grad_accum + a)));
+      const std::int64_t index = (step - 1) * o.grad_accum + a;
+      const auto r = vl ? vl_step(pipeline, o, index, rank) : pipeline.step_batch(to_tensor(data::sample_batch(*src, batch_opts, index)));
       loss += r.loss / o.grad_accum;
       tokens += r.tokens;
+      bytes_broadcast += r.bytes_broadcast;
     }
     if (o.grad_accum > 1) {
       at::NoGradGuard guard;
@@ -191,6 +252,17 @@ TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
     const double lr = lr_at(lr_opts, step - 1);
     adam.step(lr);
     adam.zero_grad();
+    pipeline.zero_grad();  // also the MPipe replicas, which the optimizer does not hold
+    double bytes_sent = 0, bytes_received = 0;
+    if (pg && pg->world_size() > 1) {
+      const comm::CommCounters after = pg->counters();
+      at::Tensor t = at::tensor({static_cast<double>(after.bytes_sent - before.bytes_sent),
+                                 static_cast<double>(after.bytes_received - before.bytes_received)},
+                                at::kDouble);
+      pg->all_reduce(t);
+      bytes_sent = t[0].item<double>();
+      bytes_received = t[1].item<double>();
+    }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     result.losses.push_back(loss);
     if (rank == 0) {
@@ -204,6 +276,9 @@ TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
         m.tokens_per_s = tps;
         m.lr = lr;
         m.grad_norm = norm;
+        m.extra["bytes_broadcast"] = static_cast<double>(bytes_broadcast);
+        m.extra["bytes_sent"] = bytes_sent;
+        m.extra["bytes_received"] = bytes_received;
         metrics->write(m);
       }
     }

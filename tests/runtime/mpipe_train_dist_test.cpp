@@ -1,0 +1,171 @@
+// `hyperpipe train --schedule mpipe` end to end, through the trainer (AdamW,
+// LR schedule, gradient clipping, metrics): in double precision the MPipe loss
+// and gradient-norm curves equal those of the same model under interleaved
+// 1F1B, for GPT and the VL model; the metrics carry the broadcast and P2P byte
+// counts; bad MPipe input fails with one line before any rank trains.
+// Needs the hyperpipe binary next to the workers (HP_BIN_DIR).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "comm/launcher.hpp"
+
+namespace {
+
+const std::string kBin = std::string(HP_BIN_DIR) + "/hyperpipe";
+
+struct Run {
+  int code = -1;
+  std::string out;         // every line
+  int command_lines = 0;
+  std::vector<nlohmann::json> metrics;
+};
+
+// Runs `hyperpipe train ARGS` as a user would: as the launcher, which starts
+// the ranks itself (so not through comm::launch_local, whose RANK/WORLD_SIZE
+// would make it one rank of a one-rank job). Bounded by timeout(1).
+Run train(std::vector<std::string> args, const std::string& tag) {
+  Run r;
+  if (::access(kBin.c_str(), X_OK) != 0) {
+    r.out = kBin + " is missing: build the hyperpipe target before the dist tests";
+    return r;
+  }
+  const std::string metrics = ::testing::TempDir() + "/mpipe_train_" + tag + "_" + std::to_string(::getpid()) + ".jsonl";
+  std::remove(metrics.c_str());
+  std::string cmd = "OMP_NUM_THREADS=1 timeout -k 5 120 " + kBin + " train --timeout 30 --metrics " + metrics;
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) {
+    r.out = "cannot run " + cmd;
+    return r;
+  }
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) {
+    r.out += buf;
+    ++r.command_lines;
+  }
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) r.metrics.push_back(nlohmann::json::parse(line));
+  std::remove(metrics.c_str());
+  return r;
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A tiny double-precision model: clipping is active (--clip-grad 0.05), so a
+// gradient norm that counted the preprocess replicas would bend the curve.
+const std::vector<std::string> kGPT = {"--nproc", "2", "--vpp", "1", "--mb", "4", "--layers", "4", "--hidden", "16",
+                                       "--heads", "2", "--seq-len", "8", "--dtype", "float64", "--clip-grad", "0.05",
+                                       "--steps", "5", "--warmup-steps", "1", "--log-interval", "100"};
+
+void expect_same_curve(const Run& mpipe, const Run& base, int steps) {
+  ASSERT_EQ(mpipe.code, 0) << mpipe.out;
+  ASSERT_EQ(base.code, 0) << base.out;
+  ASSERT_EQ(static_cast<int>(mpipe.metrics.size()), steps) << mpipe.out;
+  ASSERT_EQ(static_cast<int>(base.metrics.size()), steps) << base.out;
+  for (int s = 0; s < steps; ++s) {
+    for (const char* key : {"loss", "grad_norm"}) {
+      const double a = mpipe.metrics[s][key], b = base.metrics[s][key];
+      EXPECT_LT(std::abs(a - b) / (1 + std::abs(b)), 1e-10) << key << " at step " << s + 1 << ": " << a << " vs " << b;
+    }
+    EXPECT_GT(mpipe.metrics[s]["bytes_sent"].get<double>(), 0);
+    EXPECT_EQ(mpipe.metrics[s]["bytes_sent"].get<double>(), mpipe.metrics[s]["bytes_received"].get<double>());
+    EXPECT_EQ(base.metrics[s]["bytes_broadcast"].get<double>(), 0);
+  }
+  EXPECT_LT(mpipe.metrics.back()["loss"].get<double>(), mpipe.metrics.front()["loss"].get<double>());
+}
+
+TEST(MPipeTrain, GPTFollowsTheInterleavedLossCurveAndBroadcastsEveryStep) {
+  const auto mpipe = train(concat(kGPT, {"--schedule", "mpipe", "--transpose-layers", "1", "--overflow", "min",
+                                         "--tie-embeddings"}), "gpt_mpipe");
+  const auto base = train(concat(kGPT, {"--schedule", "interleaved", "--tie-embeddings"}), "gpt_base");
+  expect_same_curve(mpipe, base, 5);
+  // Embeddings (32 + 8 positions) and one layer of width 16, in double, to one receiver.
+  const double params = (256 + 8) * 16 + (16 * 48 + 48) + (16 * 16 + 16) + (16 * 64 + 64) + (64 * 16 + 16) + 4 * 16;
+  for (const auto& m : mpipe.metrics) EXPECT_EQ(m["bytes_broadcast"].get<double>(), params * 8) << mpipe.out;
+}
+
+TEST(MPipeTrain, OwnerBackwardWithGradientAccumulationFollowsTheCurve) {
+  const std::vector<std::string> accum = {"--grad-accum", "2", "--nproc", "3", "--mb", "2"};
+  const auto mpipe = train(concat(concat(kGPT, accum), {"--schedule", "mpipe", "--transpose-layers", "1",
+                                                        "--owner-backward", "--layers", "6"}), "owner_mpipe");
+  const auto base = train(concat(concat(kGPT, accum), {"--schedule", "interleaved", "--layers", "6"}), "owner_base");
+  expect_same_curve(mpipe, base, 5);
+}
+
+TEST(MPipeTrain, FrozenVisionTowerFollowsTheCurveAndIsBroadcastOnce) {
+  const std::vector<std::string> vl = {"--model", "vl", "--freeze-vision", "--vision-layers", "2", "--image-size", "8",
+                                       "--vision-hidden", "8", "--vocab", "17"};
+  const auto mpipe = train(concat(concat(kGPT, vl), {"--schedule", "mpipe", "--transpose-layers", "2"}), "vl_mpipe");
+  const auto base = train(concat(concat(kGPT, vl), {"--schedule", "1f1b"}), "vl_base");
+  expect_same_curve(mpipe, base, 5);
+  ASSERT_EQ(mpipe.metrics.size(), 5u);
+  EXPECT_GT(mpipe.metrics[0]["bytes_broadcast"].get<double>(), 0);
+  for (size_t s = 1; s < mpipe.metrics.size(); ++s) EXPECT_EQ(mpipe.metrics[s]["bytes_broadcast"].get<double>(), 0);
+}
+
+TEST(MPipeTrain, TransposingOnlyTheDataLoadBroadcastsNothing) {
+  const auto r = train(concat(kGPT, {"--schedule", "mpipe", "--transpose-layers", "0", "--steps", "2"}), "t0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(r.metrics.size(), 2u);
+  for (const auto& m : r.metrics) EXPECT_EQ(m["bytes_broadcast"].get<double>(), 0);
+}
+
+// One line, exit 2, before any rank starts.
+void expect_rejected(std::vector<std::string> args, const std::string& needle) {
+  const auto r = train(concat(kGPT, args), "bad");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("hyperpipe train: error: " + needle), std::string::npos) << r.out;
+  EXPECT_EQ(r.command_lines, 1) << r.out;
+}
+
+TEST(MPipeTrain, BadInputFailsWithOneLineBeforeAnyRankStarts) {
+  expect_rejected({"--schedule", "mpipe", "--transpose-layers", "2"},
+                  "--transpose-layers must be < 2, the layers of stage 0's first chunk");
+  expect_rejected({"--schedule", "mpipe", "--transpose-layers", "0", "--owner-backward"},
+                  "--owner-backward needs --transpose-layers >= 1");
+  expect_rejected({"--schedule", "mpipe", "--nproc", "1"}, "MPipe Transpose needs --pp >= 2");
+  expect_rejected({"--schedule", "mpipe", "--model", "vl", "--transpose-layers", "3", "--vocab", "17"},
+                  "--transpose-layers counts vision tower blocks for --model vl: 0 <= T <= --vision-layers 2");
+  expect_rejected({"--schedule", "mpipe", "--model", "vl", "--freeze-vision", "--owner-backward", "--vocab", "17"},
+                  "--owner-backward needs a trainable preprocess");
+}
+
+// torchrun-style ranks that were given different flags: rank 1 builds a
+// preprocess of two layers where rank 0 has one.
+TEST(MPipeTrain, APreprocessThatDiffersBetweenRanksIsNamedBeforeTraining) {
+  hp::comm::LaunchOptions lo;
+  lo.nproc = 2;
+  std::string cmd = "exec " + kBin + " train --timeout 30 --schedule mpipe --layers 8 --vpp 1 --mb 2 --hidden 16 "
+                    "--heads 2 --seq-len 8 --steps 2 --transpose-layers $((1 + RANK))";
+  lo.command = {"sh", "-c", cmd};
+  lo.extra_env = {{"OMP_NUM_THREADS", "1"}};
+  lo.job_timeout = std::chrono::seconds(60);
+  std::string out;
+  std::mutex mu;
+  lo.on_output = [&](const hp::comm::LaunchOutput& o) {
+    std::lock_guard<std::mutex> lock(mu);
+    out += o.formatted() + "\n";
+  };
+  ASSERT_EQ(::access(kBin.c_str(), X_OK), 0) << kBin << " is missing";
+  EXPECT_NE(hp::comm::launch_local(lo), 0) << out;
+  EXPECT_NE(out.find("error: the MPipe preprocess module differs between ranks: rank 1 ("), std::string::npos) << out;
+  EXPECT_EQ(out.find("step 1/"), std::string::npos) << out;
+}
+
+}  // namespace
