@@ -142,7 +142,7 @@ at::Tensor MPipeRuntime::micro_input(int micro) const {
 void MPipeRuntime::broadcast() {
   if (!model_.preprocess) return;
   // A frozen block cannot change between steps: its first broadcast suffices.
-  if (!trainable_ && !changed_) return;
+  if (!trainable_ && broadcast_once_) return;
   std::vector<at::Tensor> tensors;
   std::uint64_t bytes = 0;
   for (const auto& [name, p] : parameters()) {
@@ -157,7 +157,7 @@ void MPipeRuntime::broadcast() {
   stats_.step_bytes += moved;
   stats_.total_bytes += moved;
   ++stats_.broadcasts;
-  changed_ = false;
+  broadcast_once_ = true;
 }
 
 void MPipeRuntime::transpose_forward(int micro) {

@@ -3,8 +3,8 @@
 // they share during a step.
 //
 //   MPIPE_PARAM_BROADCAST  rank 0's preprocess parameters -> every replica (c10d
-//                          broadcast); a frozen preprocess only the first time
-//                          (or after mark_changed()).
+//                          broadcast); a frozen preprocess only at the first
+//                          step (load checkpoints before it).
 //   MPIPE_TRANSPOSE_FWD    the owner runs the preprocess on its micro's input,
 //                          detached; it keeps the graph when it will backprop
 //                          it itself (rank 0's own micros, or owner-backward).
@@ -87,9 +87,6 @@ class MPipeRuntime {
   // dtypes) with rank 0's; throws std::invalid_argument on every rank, naming
   // the ranks that differ. Nothing to check for T = 0.
   void check_structure();
-  // A frozen preprocess changed on rank 0 (e.g. loaded from a checkpoint):
-  // broadcast it again at the next MPIPE_PARAM_BROADCAST.
-  void mark_changed() { changed_ = true; }
 
   bool trainable() const { return trainable_; }
   const BroadcastStats& broadcast_stats() const { return stats_; }
@@ -111,7 +108,7 @@ class MPipeRuntime {
   MPipeModel model_;
   Executor* executor_ = nullptr;
   bool trainable_ = false;
-  bool changed_ = true;  // nothing broadcast yet
+  bool broadcast_once_ = false;
   BroadcastStats stats_;
 
   // Per step.

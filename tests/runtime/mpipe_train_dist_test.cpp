@@ -126,6 +126,26 @@ TEST(MPipeTrain, TransposingOnlyTheDataLoadBroadcastsNothing) {
   for (const auto& m : r.metrics) EXPECT_EQ(m["bytes_broadcast"].get<double>(), 0);
 }
 
+// Rank 0 checkpoints the preprocess under its global names; a resumed run
+// loads it there and the broadcast hands it to the replicas.
+TEST(MPipeTrain, AResumedRunFollowsTheUninterruptedOne) {
+  const std::string dir = ::testing::TempDir() + "/mpipe_ckpt_" + std::to_string(::getpid());
+  const std::vector<std::string> mp = {"--schedule", "mpipe", "--transpose-layers", "1", "--owner-backward",
+                                       "--steps", "4"};
+  const auto full = train(concat(concat(kGPT, mp), {"--save", dir, "--save-interval", "2"}), "ckpt_full");
+  ASSERT_EQ(full.code, 0) << full.out;
+  const auto resumed = train(concat(concat(kGPT, mp), {"--load", dir + "/step-2"}), "ckpt_resumed");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  ASSERT_EQ(full.metrics.size(), 4u);
+  ASSERT_EQ(resumed.metrics.size(), 2u) << resumed.out;
+  for (int s = 0; s < 2; ++s) {
+    const double a = resumed.metrics[s]["loss"], b = full.metrics[s + 2]["loss"];
+    EXPECT_EQ(resumed.metrics[s]["step"].get<int>(), s + 3);
+    EXPECT_LT(std::abs(a - b) / (1 + std::abs(b)), 1e-10) << "step " << s + 3 << ": " << a << " vs " << b;
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
 // One line, exit 2, before any rank starts.
 void expect_rejected(std::vector<std::string> args, const std::string& needle) {
   const auto r = train(concat(kGPT, args), "bad");

@@ -1,7 +1,7 @@
 // One rank of the MPipe distributed tests (mpipe_dist_test), started through
 // the local launcher. Modes:
 //
-//   mpipe_worker equiv VPP CASE...   CASE = MB:T:OVERFLOW:OWNER:TIE:ACCUM
+//   mpipe_worker equiv VPP CASE...   CASE = MB:T:OVERFLOW:OWNER:TIE:ACCUM[:VARLEN]
 //     ACCUM pipelined steps (different batches) accumulate gradients; loss of
 //     each step and every gradient (preprocess and body) must equal the
 //     single-process reference (double, 1e-10 relative). Replicas start with
@@ -41,6 +41,7 @@ struct Case {
   std::string overflow = "full";
   bool owner = false, tie = false, frozen = false;  // the fifth field: TIE for GPT, FROZEN for VL
   int accum = 1;
+  bool varlen = false;  // micro-batches of different lengths, shapes sent with meta
   std::string text;
 };
 
@@ -58,6 +59,7 @@ Case parse_case(const std::string& s, bool vl) {
   c.owner = f[3] == "1";
   (vl ? c.frozen : c.tie) = f[4] == "1";
   c.accum = std::stoi(f[5]);
+  c.varlen = f.size() > 6 && f[6] == "1";
   return c;
 }
 
@@ -82,6 +84,8 @@ runtime::PipelineOptions options(const Case& c, int pp, int vpp, schedule::Sched
   o.model.tie_embeddings = c.tie;
   o.model.dtype = model::DType::Float64;
   o.model.seed = 23;
+  o.executor.variable_seq_len = c.varlen;
+  o.executor.pseudo_deallocate = c.varlen;
   if (vl) {
     // One text layer per stage; 2 tower blocks over 8x8 images of 4 patches.
     o.model_kind = runtime::ModelKind::VL;
@@ -132,7 +136,8 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg, bool vl) {
       r = p.step(micros, mine);
       ref = testing::vl_reference_step(o.model, o.vision, micros, images);
     } else {
-      micros = testing::make_micro_tokens(c.mb, 2, {6}, o.model.vocab_size, 100 + a);
+      micros = testing::make_micro_tokens(c.mb, 2, c.varlen ? std::vector<int>{7, 3, 5} : std::vector<int>{6},
+                                          o.model.vocab_size, 100 + a);
       r = p.step(micros);
       ref = testing::reference_step(o.model, micros);
     }
