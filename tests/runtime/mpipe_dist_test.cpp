@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct Job {
   int pp;
   std::vector<std::string> args;  // mode, vpp, cases
 };
+
+void PrintTo(const Job& j, std::ostream* os) {
+  *os << j.name << " pp=" << j.pp << " " << j.args.size() - 2 << " cases";
+}
 
 class MPipeDist : public ::testing::TestWithParam<Job> {};
 
