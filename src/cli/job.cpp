@@ -13,13 +13,17 @@ namespace hp::cli {
 int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
             const std::function<int(comm::ProcessGroup* pg)>& rank_main) {
   if (!comm::has_environment()) {
-    validate(o.nproc);
+    const int nproc = o.nproc > 0 ? o.nproc : 4;
+    validate(nproc);
     comm::LaunchOptions lo;
-    lo.nproc = o.nproc;
+    lo.nproc = nproc;
     lo.command = self_args();
     return comm::launch_local(lo);
   }
   const comm::DistEnv env = comm::DistEnv::from_environment();
+  if (o.nproc > 0 && o.nproc != env.world_size)
+    throw std::invalid_argument("--nproc " + std::to_string(o.nproc) + " disagrees with WORLD_SIZE=" +
+                                std::to_string(env.world_size));
   validate(env.world_size);
   if (const char* t = std::getenv("OMP_NUM_THREADS")) at::set_num_threads(std::max(1, std::atoi(t)));
   comm::ProcessGroupOptions pgo;

@@ -12,7 +12,7 @@
 namespace hp::cli {
 
 struct JobOptions {
-  int nproc = 4;            // local ranks when not already a rank
+  int nproc = 0;            // local ranks when not already a rank (0: 4); as a rank, must equal WORLD_SIZE if set
   double timeout_s = 300;   // every collective and P2P operation
 };
 

@@ -1,17 +1,11 @@
 #include "cli/train_command.hpp"
 
-#include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
-#include "comm/dist_env.hpp"
-#include "comm/launcher.hpp"
-#include "comm/process_group.hpp"
-#include "cli/self_args.hpp"
+#include "cli/job.hpp"
 #include "model/vl_data.hpp"
 #include "train/trainer.hpp"
 
@@ -26,9 +20,7 @@ struct TrainArgs {
   std::string model = "gpt";
   std::string layers_per_stage;
   std::string fault;  // RANK:STEP:KIND
-  int nproc = 0;  // 0: 4 local ranks, or one rank of a job when the torchrun variables are set
-  double timeout_s = 300;
-  std::vector<std::string> argv;  // what the ranks re-run
+  JobOptions job;
 };
 
 std::vector<int> parse_counts(const std::string& text) {
@@ -86,19 +78,11 @@ train::TrainOptions resolve(const TrainArgs& a, int world) {
   return o;
 }
 
-int run_rank(const TrainArgs& a) {
-  const comm::DistEnv env = comm::has_environment() ? comm::DistEnv::from_environment() : comm::DistEnv::single_process();
-  if (a.nproc > 0 && comm::has_environment() && a.nproc != env.world_size)
-    throw std::invalid_argument("--nproc " + std::to_string(a.nproc) + " disagrees with WORLD_SIZE=" +
-                                std::to_string(env.world_size));
-  const train::TrainOptions o = resolve(a, env.world_size);  // before any process group exists
-  if (const char* t = std::getenv("OMP_NUM_THREADS")) at::set_num_threads(std::max(1, std::atoi(t)));
-  comm::ProcessGroupOptions pgo;
-  pgo.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
-  std::unique_ptr<comm::ProcessGroup> pg;
-  if (env.world_size > 1) pg = std::make_unique<comm::ProcessGroup>(comm::ProcessGroup::create(env, pgo));
-  if (env.rank == 0)
-    std::cout << "hyperpipe train: " << a.schedule << " pp=" << env.world_size << " vpp=" << o.pipeline.schedule.vpp
+int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
+  const int world = pg ? pg->world_size() : 1;
+  const train::TrainOptions o = resolve(a, world);
+  if (!pg || pg->rank() == 0)
+    std::cout << "hyperpipe train: " << a.schedule << " pp=" << world << " vpp=" << o.pipeline.schedule.vpp
               << " mb=" << o.pipeline.schedule.micro_batches << " micro-batch-size=" << o.micro_batch_size
               << " seq-len=" << o.seq_len << " | " << o.pipeline.model.describe()
               << (a.model == "vl" ? " | vl: --vision-layers " + std::to_string(o.pipeline.vision.num_layers) +
@@ -106,17 +90,8 @@ int run_rank(const TrainArgs& a) {
                                         (o.pipeline.vision.frozen ? " (frozen)" : "")
                                   : std::string())
               << std::endl;
-  train::train(o, pg.get());
+  train::train(o, pg);
   return 0;
-}
-
-int run_launcher(const TrainArgs& a) {
-  const int nproc = a.nproc > 0 ? a.nproc : 4;
-  resolve(a, nproc);  // bad options fail here, before any rank starts
-  comm::LaunchOptions lo;
-  lo.nproc = nproc;
-  lo.command = a.argv;
-  return comm::launch_local(lo);
 }
 
 }  // namespace
@@ -131,10 +106,11 @@ void add_train_command(CLI::App& app, int* exit_code) {
   m.num_layers = 8;
   t.lr.max_lr = 3e-3;
   t.lr.min_lr = 3e-4;
-  t.lr.warmup_steps = 5;
+  t.lr.warmup_steps = 10;
+  t.steps = 150;  // about a minute on 2 cores
   auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
-  cmd->set_config("--config", "", "TOML file with the same keys as these flags");
-  cmd->add_option("--nproc", a->nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
+  cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
+  cmd->add_option("--nproc", a->job.nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
   cmd->add_option("--schedule", a->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")->capture_default_str();
   cmd->add_option("--vpp", s.vpp, "model chunks per rank")->capture_default_str();
   cmd->add_option("--mb", s.micro_batches, "micro-batches per step")->capture_default_str();
@@ -176,16 +152,13 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--log-interval", t.log_interval, "steps between log lines (no TTY)")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
   cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang makes that rank fail at that step");
-  cmd->add_option("--timeout", a->timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
+  cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
   cmd->callback([a, exit_code] {
     const bool as_rank = comm::has_environment();
     try {
-      if (as_rank) {
-        *exit_code = run_rank(*a);
-      } else {
-        a->argv = self_args();
-        *exit_code = run_launcher(*a);
-      }
+      *exit_code = run_job(
+          a->job, [a](int world) { resolve(*a, world); },
+          [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
     } catch (const std::exception& e) {
       std::cerr << "hyperpipe train: error: " << e.what() << "\n";
       *exit_code = as_rank ? 1 : 2;
