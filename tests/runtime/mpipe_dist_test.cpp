@@ -6,30 +6,16 @@
 // (PP, v) runs many cases to keep process start-up off the bill.
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "runtime/launch_workers.hpp"
 
 namespace {
 
-std::string run(int nproc, std::vector<std::string> args, int* code) {
-  hp::comm::LaunchOptions lo;
-  lo.nproc = nproc;
-  lo.command = {std::string(HP_BIN_DIR) + "/mpipe_worker"};
-  lo.command.insert(lo.command.end(), args.begin(), args.end());
-  lo.extra_env = {{"HP_TIMEOUT_S", "30"}, {"OMP_NUM_THREADS", "1"}};
-  lo.job_timeout = std::chrono::seconds(240);
-  std::string out;
-  std::mutex mu;
-  lo.on_output = [&](const hp::comm::LaunchOutput& o) {
-    std::lock_guard<std::mutex> lock(mu);
-    out += o.formatted() + "\n";
-  };
-  *code = hp::comm::launch_local(lo);
-  return out;
+std::string run(int nproc, const std::vector<std::string>& args, int* code) {
+  return hp::testing::launch_workers("mpipe_worker", nproc, args, code);
 }
 
 int count(const std::string& text, const std::string& word) {

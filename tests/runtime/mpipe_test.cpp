@@ -15,18 +15,7 @@
 namespace hp::runtime {
 namespace {
 
-model::TransformerConfig tiny(bool tie) {
-  model::TransformerConfig c;
-  c.num_layers = 4;
-  c.hidden_size = 16;
-  c.num_attention_heads = 2;
-  c.vocab_size = 32;
-  c.max_seq_len = 8;
-  c.tie_embeddings = tie;
-  c.dtype = model::DType::Float64;
-  c.seed = 5;
-  return c;
-}
+model::TransformerConfig tiny(bool tie) { return testing::tiny_gpt_config(tie, 5); }
 
 struct RecomputeCase {
   int t;

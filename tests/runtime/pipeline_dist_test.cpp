@@ -3,12 +3,11 @@
 // single-process reference. Each launch runs several cases in one job.
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "runtime/launch_workers.hpp"
 
 namespace {
 
@@ -22,24 +21,13 @@ struct Job {
 void PrintTo(const Job& j, std::ostream* os) { *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp; }
 
 std::string run(const Job& j, int* code) {
-  hp::comm::LaunchOptions lo;
-  lo.nproc = j.pp;
-  lo.command = {std::string(HP_BIN_DIR) + "/pipeline_worker", j.schedule, std::to_string(j.vpp)};
+  std::vector<std::string> args = {j.schedule, std::to_string(j.vpp)};
   for (const auto& c : j.cases) {
     std::string cell;
     std::stringstream in(c);
-    while (in >> cell) lo.command.push_back(cell);
+    while (in >> cell) args.push_back(cell);
   }
-  lo.extra_env = {{"HP_TIMEOUT_S", "30"}, {"OMP_NUM_THREADS", "1"}};
-  lo.job_timeout = std::chrono::seconds(240);
-  std::string out;
-  std::mutex mu;
-  lo.on_output = [&](const hp::comm::LaunchOutput& o) {
-    std::lock_guard<std::mutex> lock(mu);
-    out += o.formatted() + "\n";
-  };
-  *code = hp::comm::launch_local(lo);
-  return out;
+  return hp::testing::launch_workers("pipeline_worker", j.pp, args, code);
 }
 
 class Equivalence : public ::testing::TestWithParam<Job> {};

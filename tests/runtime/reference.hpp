@@ -14,6 +14,20 @@
 
 namespace hp::testing {
 
+// A 4-layer double-precision GPT small enough for exhaustive layout tests.
+inline model::TransformerConfig tiny_gpt_config(bool tie, std::uint64_t seed) {
+  model::TransformerConfig c;
+  c.num_layers = 4;
+  c.hidden_size = 16;
+  c.num_attention_heads = 2;
+  c.vocab_size = 32;
+  c.max_seq_len = 8;
+  c.tie_embeddings = tie;
+  c.dtype = model::DType::Float64;
+  c.seed = seed;
+  return c;
+}
+
 struct ReferenceStep {
   double loss = 0;
   std::map<std::string, at::Tensor> grads;

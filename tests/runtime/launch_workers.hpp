@@ -1,0 +1,34 @@
+// Starts one of the test worker programs as a local multi-process job
+// (short timeouts, one rank per process) and collects every rank's output.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/launcher.hpp"
+
+namespace hp::testing {
+
+// Runs HP_BIN_DIR/worker with args on nproc ranks; returns the prefixed
+// output and sets *code to the job's exit status.
+inline std::string launch_workers(const std::string& worker, int nproc, const std::vector<std::string>& args,
+                                  int* code) {
+  comm::LaunchOptions lo;
+  lo.nproc = nproc;
+  lo.command = {std::string(HP_BIN_DIR) + "/" + worker};
+  lo.command.insert(lo.command.end(), args.begin(), args.end());
+  lo.extra_env = {{"HP_TIMEOUT_S", "30"}, {"OMP_NUM_THREADS", "1"}};
+  lo.job_timeout = std::chrono::seconds(240);
+  std::string out;
+  std::mutex mu;
+  lo.on_output = [&](const comm::LaunchOutput& o) {
+    std::lock_guard<std::mutex> lock(mu);
+    out += o.formatted() + "\n";
+  };
+  *code = comm::launch_local(lo);
+  return out;
+}
+
+}  // namespace hp::testing
