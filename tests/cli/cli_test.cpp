@@ -33,9 +33,9 @@ TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
 
 TEST(PlanCli, CsvRoundTripsThroughTheCommandLine) {
   const std::string dir = fresh_dir("csv");
-  for (const std::string& args : {"--schedule 1f1b --pp 4 --vpp 1 --mb 6", "--schedule interleaved --pp 3 --vpp 2 --mb 5",
+  for (const char* args : {"--schedule 1f1b --pp 4 --vpp 1 --mb 6", "--schedule interleaved --pp 3 --vpp 2 --mb 5",
                                    "--schedule mpipe --pp 4 --vpp 2 --mb 8 --layers 16 --transpose-layers 1 --owner-backward"}) {
-    const auto a = run_command(hyperpipe() + " plan " + args + " --format csv > " + dir + "/s.csv");
+    const auto a = run_command(hyperpipe() + " plan " + std::string(args) + " --format csv > " + dir + "/s.csv");
     ASSERT_EQ(a.exit_code, 0) << a.output;
     const auto b = run_command(hyperpipe() + " plan --from-csv " + dir + "/s.csv --format csv");
     ASSERT_EQ(b.exit_code, 0) << b.output;

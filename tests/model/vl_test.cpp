@@ -108,10 +108,18 @@ TEST(VLData, SamplesAreFixedBySeedAndIndexAndCaptionsDescribeTheImage) {
     const at::Tensor other = img.sum({1, 2}) - quad;
     EXPECT_GT(quad.sum().item<float>(), other.sum().item<float>() + 1.0f) << text;
     const float red = quad[0].item<float>(), green = quad[1].item<float>(), blue = quad[2].item<float>();
-    if (text.find("red") != std::string::npos) EXPECT_GT(red, green + 1) << text;
-    if (text.find("green") != std::string::npos) EXPECT_GT(green, red + 1) << text;
-    if (text.find("blue") != std::string::npos) EXPECT_GT(blue, red + 1) << text;
-    if (text.find("yellow") != std::string::npos) EXPECT_GT(green, blue + 1) << text;
+    if (text.find("red") != std::string::npos) {
+      EXPECT_GT(red, green + 1) << text;
+    }
+    if (text.find("green") != std::string::npos) {
+      EXPECT_GT(green, red + 1) << text;
+    }
+    if (text.find("blue") != std::string::npos) {
+      EXPECT_GT(blue, red + 1) << text;
+    }
+    if (text.find("yellow") != std::string::npos) {
+      EXPECT_GT(green, blue + 1) << text;
+    }
   }
   EXPECT_GT(captions.size(), 20u);
   EXPECT_EQ(big.captions.size(1), kVLCaptionTokens);
