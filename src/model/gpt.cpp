@@ -1,5 +1,6 @@
 #include "model/gpt.hpp"
 
+#include <c10/util/StringUtil.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/modules/container/moduledict.h>
 
@@ -18,14 +19,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string shape_text(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (d) s += ", ";
-    s += std::to_string(t.size(d));
-  }
-  return s + "]";
-}
+std::string shape_text(const at::Tensor& t) { return c10::str(t.sizes()); }  // "[2, 8]"
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "model/lm_loss.hpp"
 
+#include <c10/util/StringUtil.h>
 #include <ATen/ops/cross_entropy_loss.h>
 
 #include <stdexcept>
@@ -9,14 +10,7 @@ namespace hp::model {
 
 namespace {
 
-std::string shape_text(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (d) s += ", ";
-    s += std::to_string(t.size(d));
-  }
-  return s + "]";
-}
+std::string shape_text(const at::Tensor& t) { return c10::str(t.sizes()); }  // "[2, 8]"
 
 }  // namespace
 

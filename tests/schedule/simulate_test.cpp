@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hand_schedules.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/validate.hpp"
 
@@ -35,43 +36,9 @@ Schedule from_text(int pp, int micro_batches, const std::vector<std::string>& li
   return s;
 }
 
-// Hand-written one-chunk schedules, independent of the generators: each
-// forward is preceded by its receive and followed by its send, each backward
-// likewise. `warmup(r)` forwards run before rank r's first backward.
-template <typename Warmup>
-Schedule hand_pipeline(int pp, int mb, Warmup warmup) {
-  Schedule s;
-  s.options.kind = ScheduleKind::OneFOneB;
-  s.options.pp = pp;
-  s.options.micro_batches = mb;
-  s.ranks.resize(pp);
-  for (int r = 0; r < pp; ++r) {
-    auto& out = s.ranks[r];
-    auto fwd = [&](int m) {
-      if (r > 0) out.push_back({ActionType::RECV_F, r, m, r - 1});
-      out.push_back({ActionType::FWD, r, m});
-      if (r < pp - 1) out.push_back({ActionType::SEND_F, r, m, r + 1});
-    };
-    auto bwd = [&](int m) {
-      if (r < pp - 1) out.push_back({ActionType::RECV_B, r, m, r + 1});
-      out.push_back({ActionType::BWD, r, m});
-      if (r > 0) out.push_back({ActionType::SEND_B, r, m, r - 1});
-    };
-    const int w = warmup(r);
-    int f = 0, b = 0;
-    while (f < w) fwd(f++);
-    while (f < mb) fwd(f++), bwd(b++);
-    while (b < mb) bwd(b++);
-  }
-  return s;
-}
-
-Schedule hand_1f1b(int pp, int mb) {
-  return hand_pipeline(pp, mb, [&](int r) { return std::min(pp - r - 1, mb); });
-}
-Schedule hand_gpipe(int pp, int mb) {
-  return hand_pipeline(pp, mb, [&](int) { return mb; });
-}
+using testing::hand_1f1b;
+using testing::hand_gpipe;
+using testing::hand_pipeline;
 
 CostModel uniform(double f, double b) {
   CostModel c;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hand_schedules.hpp"
 #include "schedule/generate.hpp"
 
 namespace hp::schedule {
@@ -34,36 +35,7 @@ Schedule from_text(int pp, int micro_batches, const std::vector<std::string>& li
   return s;
 }
 
-// Hand-written 1F1B (one chunk per rank) with Megatron-style comms: each
-// forward is preceded by its receive and followed by its send, so the steady
-// state posts SEND_F+RECV_B and SEND_B+RECV_F as single batches.
-Schedule one_f_one_b(int pp, int mb) {
-  Schedule s;
-  s.options.kind = ScheduleKind::OneFOneB;
-  s.options.pp = pp;
-  s.options.vpp = 1;
-  s.options.micro_batches = mb;
-  s.ranks.resize(pp);
-  for (int r = 0; r < pp; ++r) {
-    auto& out = s.ranks[r];
-    auto fwd = [&](int m) {
-      if (r > 0) out.push_back({ActionType::RECV_F, r, m, r - 1});
-      out.push_back({ActionType::FWD, r, m});
-      if (r < pp - 1) out.push_back({ActionType::SEND_F, r, m, r + 1});
-    };
-    auto bwd = [&](int m) {
-      if (r < pp - 1) out.push_back({ActionType::RECV_B, r, m, r + 1});
-      out.push_back({ActionType::BWD, r, m});
-      if (r > 0) out.push_back({ActionType::SEND_B, r, m, r - 1});
-    };
-    const int warmup = std::min(pp - r - 1, mb);
-    int f = 0, b = 0;
-    while (f < warmup) fwd(f++);
-    while (f < mb) fwd(f++), bwd(b++);
-    while (b < mb) bwd(b++);
-  }
-  return s;
-}
+Schedule one_f_one_b(int pp, int mb) { return testing::hand_1f1b(pp, mb); }
 
 bool has_issue(const ValidationResult& r, const std::string& needle, int rank = -2, int pos = -2) {
   for (const auto& i : r.issues)
