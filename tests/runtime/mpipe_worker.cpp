@@ -31,6 +31,7 @@
 #include "model/vl_data.hpp"
 #include "runtime/mpipe_vl_reference.hpp"
 #include "runtime/reference.hpp"
+#include "runtime/worker_group.hpp"
 
 using namespace hp;
 
@@ -197,11 +198,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    at::set_num_threads(1);
-    const auto env = comm::DistEnv::from_environment();
-    comm::ProcessGroupOptions pgo;
-    pgo.timeout = std::chrono::seconds(std::getenv("HP_TIMEOUT_S") ? std::atoi(std::getenv("HP_TIMEOUT_S")) : 30);
-    auto pg = comm::ProcessGroup::create(env, pgo);
+    auto pg = testing::join_worker_group();
+    const auto& env = pg.env();
     const std::string mode = argv[1];
     const int vpp = std::atoi(argv[2]);
     if (mode == "mismatch") {

@@ -18,6 +18,7 @@
 #include "comm/process_group.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
+#include "runtime/worker_group.hpp"
 
 using namespace hp;
 
@@ -27,11 +28,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    at::set_num_threads(1);
-    const auto env = comm::DistEnv::from_environment();
-    comm::ProcessGroupOptions pgo;
-    pgo.timeout = std::chrono::seconds(std::getenv("HP_TIMEOUT_S") ? std::atoi(std::getenv("HP_TIMEOUT_S")) : 30);
-    auto pg = comm::ProcessGroup::create(env, pgo);
+    auto pg = testing::join_worker_group();
+    const auto& env = pg.env();
     for (int i = 3; i + 3 < argc; i += 4) {
       runtime::PipelineOptions o;
       if (!schedule::kind_from_name(argv[1], &o.schedule.kind)) throw std::invalid_argument(argv[1]);

@@ -1,11 +1,36 @@
 // Hand-written schedules for the schedule tests, independent of the generators.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "schedule/schedule.hpp"
 
 namespace hp::schedule::testing {
+
+// A schedule from one line of action tokens per rank.
+inline Schedule from_text(int pp, int micro_batches, const std::vector<std::string>& lines, int vpp = 1) {
+  Schedule s;
+  s.options.kind = ScheduleKind::OneFOneB;
+  s.options.pp = pp;
+  s.options.vpp = vpp;
+  s.options.micro_batches = micro_batches;
+  for (const std::string& line : lines) {
+    std::istringstream in(line);
+    s.ranks.emplace_back();
+    for (std::string tok; in >> tok;) {
+      std::string err;
+      auto a = parse_action(tok, &err);
+      EXPECT_TRUE(a.has_value()) << err;
+      if (a) s.ranks.back().push_back(*a);
+    }
+  }
+  return s;
+}
 
 // One chunk per rank, Megatron-style comms: each forward is preceded by its
 // receive and followed by its send, each backward likewise, so the steady

@@ -17,25 +17,7 @@
 namespace hp::schedule {
 namespace {
 
-Schedule from_text(int pp, int micro_batches, const std::vector<std::string>& lines) {
-  Schedule s;
-  s.options.kind = ScheduleKind::OneFOneB;
-  s.options.pp = pp;
-  s.options.vpp = 1;
-  s.options.micro_batches = micro_batches;
-  for (const std::string& line : lines) {
-    std::istringstream in(line);
-    s.ranks.emplace_back();
-    for (std::string tok; in >> tok;) {
-      std::string err;
-      auto a = parse_action(tok, &err);
-      EXPECT_TRUE(a.has_value()) << err;
-      if (a) s.ranks.back().push_back(*a);
-    }
-  }
-  return s;
-}
-
+using testing::from_text;
 using testing::hand_1f1b;
 using testing::hand_gpipe;
 using testing::hand_pipeline;

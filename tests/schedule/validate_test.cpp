@@ -15,25 +15,7 @@
 namespace hp::schedule {
 namespace {
 
-// A schedule from one line of action tokens per rank.
-Schedule from_text(int pp, int micro_batches, const std::vector<std::string>& lines, int vpp = 1) {
-  Schedule s;
-  s.options.kind = ScheduleKind::OneFOneB;
-  s.options.pp = pp;
-  s.options.vpp = vpp;
-  s.options.micro_batches = micro_batches;
-  for (const std::string& line : lines) {
-    std::istringstream in(line);
-    s.ranks.emplace_back();
-    for (std::string tok; in >> tok;) {
-      std::string err;
-      auto a = parse_action(tok, &err);
-      EXPECT_TRUE(a.has_value()) << err;
-      if (a) s.ranks.back().push_back(*a);
-    }
-  }
-  return s;
-}
+using testing::from_text;
 
 Schedule one_f_one_b(int pp, int mb) { return testing::hand_1f1b(pp, mb); }
 
