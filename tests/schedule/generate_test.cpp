@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hand_schedules.hpp"
 #include "schedule/body_order.hpp"
 #include "schedule/validate.hpp"
 
@@ -31,15 +32,7 @@ ScheduleOptions opts(ScheduleKind kind, int pp, int vpp, int mb, int group = 0) 
   return o;
 }
 
-// The message check_options throws, or "" when it accepts.
-std::string rejection(const ScheduleOptions& o) {
-  try {
-    check_options(o);
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::rejection;
 
 bool keep_compute(ActionType t) { return is_compute(t); }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/generate.hpp"
 #include "schedule/schedule.hpp"
 
 namespace hp::schedule::testing {
@@ -69,6 +70,31 @@ inline Schedule hand_1f1b(int pp, int mb) {
 }
 inline Schedule hand_gpipe(int pp, int mb) {
   return hand_pipeline(pp, mb, [&](int) { return mb; });
+}
+
+// PP=2 MPipe with owner-backward: rank 1 owns micro 1, rank 0 ships it
+// dL/dfeatures, both reduce.
+inline Schedule owner_backward_pp2() {
+  return from_text(
+      2, 2,
+      {
+          "0MPIPE_PARAM_BROADCAST 0MPIPE_TRANSPOSE_FWD0 0MPIPE_FWD_RECV1@1 "
+          "0F0 0SEND_F0@1 0F1 0SEND_F1@1 0RECV_B0@1 0B0 0MPIPE_TRANSPOSE_BWD0 0RECV_B1@1 0B1 "
+          "0MPIPE_GRAD_SEND1@1 0MPIPE_GRAD_REDUCE",
+          "0MPIPE_PARAM_BROADCAST 0MPIPE_TRANSPOSE_FWD1 0MPIPE_FWD_SEND1@0 "
+          "1RECV_F0@0 1F0 1B0 1SEND_B0@0 1RECV_F1@0 1F1 1B1 1SEND_B1@0 "
+          "0MPIPE_GRAD_RECV_WITH_BACKWARD1@0 0MPIPE_GRAD_REDUCE",
+      });
+}
+
+// The message check_options throws, or "" when it accepts.
+inline std::string rejection(const ScheduleOptions& o) {
+  try {
+    check_options(o);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace hp::schedule::testing

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "hand_schedules.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/validate.hpp"
 
@@ -51,14 +52,7 @@ int position(const std::vector<Action>& actions, const Action& a) {
 
 Action mp(ActionType t, int micro = -1, int peer = -1) { return Action{t, 0, micro, peer}; }
 
-std::string rejection(const ScheduleOptions& o) {
-  try {
-    check_options(o);
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::rejection;
 
 void expect_valid(const Schedule& s) {
   const auto res = validate(s);

@@ -153,16 +153,7 @@ TEST(SimulateTest, HandMPipeCosts) {
 }
 
 TEST(SimulateTest, OwnerBackwardAndReduce) {
-  const Schedule s = from_text(
-      2, 2,
-      {
-          "0MPIPE_PARAM_BROADCAST 0MPIPE_TRANSPOSE_FWD0 0MPIPE_FWD_RECV1@1 "
-          "0F0 0SEND_F0@1 0F1 0SEND_F1@1 0RECV_B0@1 0B0 0MPIPE_TRANSPOSE_BWD0 0RECV_B1@1 0B1 "
-          "0MPIPE_GRAD_SEND1@1 0MPIPE_GRAD_REDUCE",
-          "0MPIPE_PARAM_BROADCAST 0MPIPE_TRANSPOSE_FWD1 0MPIPE_FWD_SEND1@0 "
-          "1RECV_F0@0 1F0 1B0 1SEND_B0@0 1RECV_F1@0 1F1 1B1 1SEND_B1@0 "
-          "0MPIPE_GRAD_RECV_WITH_BACKWARD1@0 0MPIPE_GRAD_REDUCE",
-      });
+  const Schedule s = testing::owner_backward_pp2();
   ASSERT_TRUE(validate(s).ok()) << validate(s).to_string();
   CostModel c = uniform(1.0, 2.0);
   c.pre_f = 0.5;

@@ -237,16 +237,7 @@ TEST(ValidateTest, MPipeLocalTransposeNeedsNoTransfer) {
 }
 
 TEST(ValidateTest, MPipeOwnerBackward) {
-  const Schedule good = from_text(
-      2, 2,
-      {
-          "0MPIPE_PARAM_BROADCAST 0MPIPE_TRANSPOSE_FWD0 0MPIPE_FWD_RECV1@1 "
-          "0F0 0SEND_F0@1 0F1 0SEND_F1@1 0RECV_B0@1 0B0 0MPIPE_TRANSPOSE_BWD0 0RECV_B1@1 0B1 "
-          "0MPIPE_GRAD_SEND1@1 0MPIPE_GRAD_REDUCE",
-          "0MPIPE_PARAM_BROADCAST 0MPIPE_TRANSPOSE_FWD1 0MPIPE_FWD_SEND1@0 "
-          "1RECV_F0@0 1F0 1B0 1SEND_B0@0 1RECV_F1@0 1F1 1B1 1SEND_B1@0 "
-          "0MPIPE_GRAD_RECV_WITH_BACKWARD1@0 0MPIPE_GRAD_REDUCE",
-      });
+  const Schedule good = testing::owner_backward_pp2();
   EXPECT_TRUE(validate(good).ok()) << validate(good).to_string();
   // A rank that skips the reduction leaves everyone else waiting in it.
   Schedule bad = good;
