@@ -1,14 +1,18 @@
-# The LibTorch layers (DESIGN.md section 1): each folder a static library that
-# links only the layers it depends on, and its tests link only that library, so
-# a half-finished edit in one layer never blocks the tests of the layers below.
+# The LibTorch layers (DESIGN.md section 1, with models as users of the
+# runtime's API): each folder a static library that links only the layers it
+# depends on, and its tests link only that library (plus what the test itself
+# needs), so a half-finished edit in one layer never blocks the tests of the
+# layers below.
 function(hp_torch_layer folder)
-  hp_library(hp_${folder} ${folder} ${ARGN} ${TORCH_LIBRARIES})
+  cmake_parse_arguments(L "" "" "DEPS;TEST_DEPS" ${ARGN})
+  hp_library(hp_${folder} ${folder} ${L_DEPS} ${TORCH_LIBRARIES})
   target_compile_definitions(hp_${folder} PUBLIC USE_C10D_GLOO)
-  hp_tests(${folder}_tests ${folder} hp_${folder})
+  hp_tests(${folder}_tests ${folder} hp_${folder} ${L_TEST_DEPS})
 endfunction()
 
 hp_torch_layer(comm)
-hp_torch_layer(model)
-hp_torch_layer(runtime hp_schedule hp_comm hp_model)
-hp_torch_layer(train hp_runtime hp_data)
-set(HP_TORCH_LIBS hp_train hp_runtime hp_model hp_comm hp_data hp_schedule CACHE INTERNAL "")
+# The runtime runs stages; the GPT and VL models its tests pipeline come from model/.
+hp_torch_layer(runtime DEPS hp_schedule hp_comm TEST_DEPS hp_model hp_data)
+hp_torch_layer(model DEPS hp_runtime TEST_DEPS hp_data)
+hp_torch_layer(train DEPS hp_model hp_data)
+set(HP_TORCH_LIBS hp_train hp_model hp_runtime hp_comm hp_data hp_schedule CACHE INTERNAL "")

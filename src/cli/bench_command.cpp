@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "cli/job.hpp"
-#include "model/gpt.hpp"
-#include "model/lm_loss.hpp"
+#include "model/gpt_stages.hpp"
+#include "runtime/microbatch.hpp"
 #include "runtime/pipeline.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
@@ -46,6 +46,15 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
+model::GPTStagesOptions gpt_options(const BenchArgs& a) {
+  model::GPTStagesOptions g;
+  g.config = a.model;
+  g.config.max_seq_len = a.seq_len;
+  g.micro_batch_rows = a.micro_batch_size;
+  g.seq_len = a.seq_len;
+  return g;
+}
+
 runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string& name, int world) {
   runtime::PipelineOptions o;
   if (!schedule::kind_from_name(name, &o.schedule.kind))
@@ -55,43 +64,40 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   o.schedule.pp = world;
   o.schedule.vpp = o.schedule.kind == schedule::ScheduleKind::Interleaved ? a.vpp : 1;
   o.schedule.micro_batches = a.mb;
-  o.model = a.model;
-  o.model.max_seq_len = a.seq_len;
-  o.model.validate();
-  o.schedule.layers = o.model.num_layers;
-  schedule::check_options(o.schedule);
+  runtime::validate_pipeline_options(o);
+  model::check_gpt_layout(gpt_options(a), o.schedule);
   return o;
 }
 
 // Forward and backward time of each of this rank's stages on one micro-batch,
 // as per-stage costs for the simulator (summed over ranks: each fills its own).
-std::vector<double> calibrate(runtime::Pipeline& p, const BenchArgs& a, int reps) {
-  const int stages = p.options().schedule.num_stages();
+std::vector<double> calibrate(const runtime::RankModel& model, const runtime::MicroBatch& micro, int stages,
+                              int reps) {
   std::vector<double> cost(2 * stages, 0.0);
-  auto tokens = at::randint(a.model.vocab_size, {a.micro_batch_size, a.seq_len}, at::kLong);
-  for (const auto& chunk : p.chunks()) {
-    at::Tensor input = chunk->is_first() ? tokens
-                                         : at::randn(chunk->input_shape(a.micro_batch_size, a.seq_len),
-                                                     at::TensorOptions().dtype(chunk->activation_dtype()))
-                                               .requires_grad_(true);
+  for (const auto& st : model.stages) {
+    const bool last = st.index == stages - 1;
+    at::Tensor input = micro.input;
+    if (st.index > 0) {
+      const runtime::TensorSpec spec = model.output_spec(st.index - 1, 0);
+      input = at::randn(spec.shape, at::TensorOptions().dtype(spec.dtype)).requires_grad_(true);
+    }
     double f = 0, b = 0;
     for (int r = 0; r < reps + 1; ++r) {
       auto t0 = Clock::now();
-      at::Tensor out = chunk->forward(input);
-      at::Tensor root = chunk->is_last() ? model::lm_loss(out, tokens) : out;
+      at::Tensor out = st.forward(input, micro);
+      at::Tensor root = last ? model.loss(out, micro.target) : out;
       const double tf = ms_since(t0);
       t0 = Clock::now();
-      if (chunk->is_last())
+      if (last)
         torch::autograd::backward({root});
       else
         torch::autograd::backward({root}, {at::ones_like(root)});
       const double tb = ms_since(t0);
       if (r > 0) f += tf, b += tb;  // the first run warms caches and allocators
     }
-    cost[2 * chunk->stage()] = f / reps;
-    cost[2 * chunk->stage() + 1] = b / reps;
+    cost[2 * st.index] = f / reps;
+    cost[2 * st.index + 1] = b / reps;
   }
-  p.zero_grad();
   return cost;
 }
 
@@ -100,19 +106,23 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   const int rank = pg ? pg->rank() : 0;
   nlohmann::json results = nlohmann::json::array();
   for (const auto& name : split(a.schedules)) {
-    runtime::Pipeline p(pipeline_options(a, name, world), rank, pg);
+    const auto options = pipeline_options(a, name, world);
+    const runtime::RankModel model = model::build_gpt_stages(gpt_options(a), options.schedule, rank);
+    runtime::Pipeline p(options, rank, pg, model);
     auto batch = at::randint(a.model.vocab_size, {a.micro_batch_size * a.mb, a.seq_len + 1}, at::kLong);
-    p.step_batch(batch);  // warm-up
+    const auto micros = model::lm_micro_batches(runtime::split_microbatches(batch, a.mb));
+    p.step(micros);  // warm-up
     p.zero_grad();
     if (pg) pg->barrier();
     const auto t0 = Clock::now();
     for (int s = 0; s < a.steps; ++s) {
-      p.step_batch(batch);
+      p.step(micros);
       p.zero_grad();
     }
     if (pg) pg->barrier();
     const double measured = ms_since(t0) / a.steps;
-    auto cost = calibrate(p, a, 3);
+    auto cost = calibrate(model, micros[0], p.options().schedule.num_stages(), 3);
+    p.zero_grad();
     at::Tensor t = at::tensor(cost, at::kDouble);
     if (pg) pg->all_reduce(t);
     schedule::CostModel cm;

@@ -6,14 +6,17 @@
 #include <sstream>
 
 #include "cli/job.hpp"
-#include "model/vl_data.hpp"
+#include "train/gpt_task.hpp"
 #include "train/trainer.hpp"
+#include "train/vl_task.hpp"
 
 namespace hp::cli {
 namespace {
 
 struct TrainArgs {
   train::TrainOptions train;
+  train::GptTaskOptions gpt;      // the text model (GPT, or VL's text body) and its data
+  model::VisionConfig vision;     // --model vl
   std::string schedule = "interleaved";
   std::string dtype = "float32";
   std::string overflow = "full";
@@ -40,9 +43,40 @@ std::vector<int> parse_counts(const std::string& text) {
   return out;
 }
 
-// Turns the parsed flags into TrainOptions for a job of `world` ranks.
-train::TrainOptions resolve(const TrainArgs& a, int world) {
-  train::TrainOptions o = a.train;
+struct Job {
+  train::TrainOptions options;
+  std::unique_ptr<train::Task> task;
+};
+
+// The one place that knows the model families: --model picks the Task.
+std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
+  train::GptTaskOptions gpt = a.gpt;
+  gpt.model.dtype = dtype;
+  if (!a.layers_per_stage.empty()) gpt.layers_per_stage = parse_counts(a.layers_per_stage);
+  if (a.model == "gpt") {
+    if (a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
+    gpt.model.max_seq_len = gpt.seq_len;
+    return std::make_unique<train::GptTask>(gpt);
+  }
+  if (a.model == "vl") {
+    if (gpt.data != "embedded")
+      throw std::invalid_argument("--data " + gpt.data +
+                                  ": --model vl trains on its own synthetic captioned images; drop --data");
+    train::VlTaskOptions vl;
+    vl.text = gpt.model;
+    vl.vision = a.vision;
+    vl.layers_per_stage = gpt.layers_per_stage;
+    vl.micro_batch_size = gpt.micro_batch_size;
+    return std::make_unique<train::VlTask>(vl);
+  }
+  throw std::invalid_argument("--model " + a.model + ": allowed: gpt, vl");
+}
+
+// Turns the parsed flags into the options and task of a job of `world` ranks.
+Job resolve(const TrainArgs& a, int world) {
+  Job job;
+  train::TrainOptions& o = job.options;
+  o = a.train;
   auto& s = o.pipeline.schedule;
   if (!schedule::kind_from_name(a.schedule, &s.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
@@ -53,19 +87,6 @@ train::TrainOptions resolve(const TrainArgs& a, int world) {
   s.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
   auto dtype = model::dtype_from_name(a.dtype);
   if (!dtype) throw std::invalid_argument("--dtype " + a.dtype + ": allowed: float32, float64");
-  o.pipeline.model.dtype = *dtype;
-  if (a.model != "gpt" && a.model != "vl") throw std::invalid_argument("--model " + a.model + ": allowed: gpt, vl");
-  if (a.model == "vl") {
-    // The synthetic captions fix the text length; the patches come first.
-    o.pipeline.model_kind = runtime::ModelKind::VL;
-    o.seq_len = model::kVLCaptionTokens - 1;
-    o.pipeline.vision.validate();
-    o.pipeline.model.max_seq_len = o.pipeline.vision.num_patches() + o.seq_len;
-  } else {
-    if (o.pipeline.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
-    o.pipeline.model.max_seq_len = o.seq_len;
-  }
-  if (!a.layers_per_stage.empty()) o.pipeline.layers_per_stage = parse_counts(a.layers_per_stage);
   if (!a.fault.empty()) {
     std::stringstream in(a.fault);
     std::string rank, step;
@@ -74,23 +95,19 @@ train::TrainOptions resolve(const TrainArgs& a, int world) {
     o.fault.rank = std::stoi(rank);
     o.fault.step = std::stoll(step);
   }
-  o.validate();
-  return o;
+  job.task = make_task(a, *dtype);
+  o.validate(*job.task);
+  return job;
 }
 
 int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
-  const train::TrainOptions o = resolve(a, world);
+  const Job job = resolve(a, world);
+  const auto& s = job.options.pipeline.schedule;
   if (!pg || pg->rank() == 0)
-    std::cout << "hyperpipe train: " << a.schedule << " pp=" << world << " vpp=" << o.pipeline.schedule.vpp
-              << " mb=" << o.pipeline.schedule.micro_batches << " micro-batch-size=" << o.micro_batch_size
-              << " seq-len=" << o.seq_len << " | " << o.pipeline.model.describe()
-              << (a.model == "vl" ? " | vl: --vision-layers " + std::to_string(o.pipeline.vision.num_layers) +
-                                        " --image-size " + std::to_string(o.pipeline.vision.image_size) +
-                                        (o.pipeline.vision.frozen ? " (frozen)" : "")
-                                  : std::string())
-              << std::endl;
-  train::train(o, pg);
+    std::cout << "hyperpipe train: " << a.schedule << " pp=" << world << " vpp=" << s.vpp
+              << " mb=" << s.micro_batches << " | " << job.task->describe() << std::endl;
+  train::train(job.options, *job.task, pg);
   return 0;
 }
 
@@ -99,15 +116,9 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
 void add_train_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<TrainArgs>();
   auto& t = a->train;
-  auto& m = t.pipeline.model;
+  auto& g = a->gpt;
+  auto& m = g.model;
   auto& s = t.pipeline.schedule;
-  s.vpp = 2;
-  s.micro_batches = 8;
-  m.num_layers = 8;
-  t.lr.max_lr = 3e-3;
-  t.lr.min_lr = 3e-4;
-  t.lr.warmup_steps = 10;
-  t.steps = 150;  // about a minute on 2 cores
   auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
   cmd->add_option("--nproc", a->job.nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
@@ -118,7 +129,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--transpose-layers", s.mpipe.transpose_layers, "MPipe T")->capture_default_str();
   cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
-  auto& v = t.pipeline.vision;
+  auto& v = a->vision;
   cmd->add_option("--model", a->model, "gpt, or vl: a vision tower + projector before the GPT text body, on synthetic captioned images")->capture_default_str();
   cmd->add_option("--vision-layers", v.num_layers, "vl: vision tower blocks V (MPipe T counts these, 1..V)")->capture_default_str();
   cmd->add_flag("--freeze-vision", v.frozen, "vl: the tower does not train (MPipe broadcasts it once)");
@@ -126,8 +137,8 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--patch-size", v.patch_size, "vl: pixels per patch side")->capture_default_str();
   cmd->add_option("--vision-hidden", v.hidden_size, "vl: tower width")->capture_default_str();
   cmd->add_option("--vision-heads", v.num_attention_heads, "vl: tower attention heads")->capture_default_str();
-  cmd->add_option("--micro-batch-size", t.micro_batch_size, "sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--seq-len", t.seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
+  cmd->add_option("--micro-batch-size", g.micro_batch_size, "sequences per micro-batch")->capture_default_str();
+  cmd->add_option("--seq-len", g.seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
   cmd->add_option("--layers", m.num_layers, "transformer layers")->capture_default_str();
   cmd->add_option("--layers-per-stage", a->layers_per_stage, "explicit layer counts per global stage, e.g. 3,1,2,2");
   cmd->add_option("--hidden", m.hidden_size, "hidden size")->capture_default_str();
@@ -144,7 +155,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--grad-accum", t.grad_accum, "pipeline runs per optimizer step")->capture_default_str();
   cmd->add_option("--seed", m.seed, "seed of the initial weights and of the batches")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 or float64")->capture_default_str();
-  cmd->add_option("--data", t.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();
+  cmd->add_option("--data", g.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();
   cmd->add_option("--save", t.save, "checkpoint directory (written at the end)");
   cmd->add_option("--save-interval", t.save_interval, "also checkpoint every N steps")->capture_default_str();
   cmd->add_option("--load", t.load, "resume from this checkpoint directory");

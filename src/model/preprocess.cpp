@@ -38,4 +38,16 @@ TensorSpec GPTPreprocess::output_spec(std::int64_t rows, std::int64_t seq) const
 
 std::vector<std::string> GPTPreprocess::tied_parameter_names() const { return chunk_->tied_parameter_names(); }
 
+std::shared_ptr<runtime::Preprocess> runtime_preprocess(std::shared_ptr<Preprocess> module, std::int64_t rows,
+                                                        std::int64_t seq) {
+  auto out = std::make_shared<runtime::Preprocess>();
+  out->forward = [module](const at::Tensor& x) { return module->forward(x); };
+  out->parameters = module->named_parameters();
+  if (rows > 0 && seq > 0) {
+    out->input_spec = [module, rows, seq](int) { return module->input_spec(rows, seq); };
+    out->output_spec = [module, rows, seq](int) { return module->output_spec(rows, seq); };
+  }
+  return out;
+}
+
 }  // namespace hp::model

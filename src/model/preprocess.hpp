@@ -21,16 +21,13 @@
 #include <vector>
 
 #include "model/transformer_config.hpp"
+#include "runtime/rank_model.hpp"
 
 namespace hp::model {
 
 class GPTChunk;
 
-// Shape and dtype of a tensor that travels between ranks.
-struct TensorSpec {
-  std::vector<std::int64_t> shape;
-  c10::ScalarType dtype = c10::ScalarType::Float;
-};
+using runtime::TensorSpec;
 
 class Preprocess {
  public:
@@ -45,6 +42,13 @@ class Preprocess {
   // (a tied word embedding: the LM head on the last stage holds the other copy).
   virtual std::vector<std::string> tied_parameter_names() const { return {}; }
 };
+
+// The preprocess as the runtime takes it (runtime::Preprocess): it shares the
+// module. rows > 0 and seq > 0: every micro-batch has that many rows and
+// tokens, so the transported shapes are given; otherwise the runtime learns
+// them on the first step.
+std::shared_ptr<runtime::Preprocess> runtime_preprocess(std::shared_ptr<Preprocess> module, std::int64_t rows = 0,
+                                                        std::int64_t seq = 0);
 
 // GPT's preprocess for T >= 1: the token and position embeddings plus decoder
 // layers [0, T), i.e. GPTChunk(ChunkLayout{stage 0, embedding, layers [0, T)}).

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -45,18 +46,20 @@ std::string describe(const Action& a) { return schedule::format_action(a); }
 }  // namespace
 
 Executor::Executor(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg,
-                   std::map<int, Stage*> stages, LossFn loss, ShapeFn shape, at::TensorOptions activation_options,
-                   ExecutorOptions options)
+                   std::map<int, Stage*> stages, LossFn loss, SpecFn output_spec, ExecutorOptions options)
     : layout_(layout),
       rank_(rank),
       pg_(pg),
       stages_(std::move(stages)),
       loss_(std::move(loss)),
-      shape_(std::move(shape)),
-      activation_options_(activation_options),
+      output_spec_(std::move(output_spec)),
       options_(options) {
-  if (layout_.pp > 1 && !pg_) throw std::invalid_argument("Executor: a layout with --pp > 1 needs a process group");
+  if (layout_.pp > 1 && !pg_) throw std::invalid_argument("Executor: a layout with pipeline.pp > 1 needs a process group");
   if (pg_) p2p_ = std::make_unique<comm::P2P>(*pg_);
+  if (output_spec_) {
+    declare_known_shapes(kAct);
+    declare_known_shapes(kGrad);
+  }
   handlers_[ActionType::FWD] = [this](const Action& a) { forward(a); };
   handlers_[ActionType::BWD] = [this](const Action& a) { backward(a); };
   handlers_[ActionType::SEND_F] = [this](const Action& a) { send_forward(a); };
@@ -88,23 +91,60 @@ void Executor::set_first_stage_input_recv(int micro, comm::MessageKind kind, int
   first_input_recvs_[micro] = {kind, stage};
 }
 
-void Executor::post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro) {
-  if (options_.variable_seq_len)
-    sends_.push_back(p2p_->isend_with_meta(tensor, peer, kind, stage, micro));
-  else
-    sends_.push_back(p2p_->isend(tensor, peer, kind, stage, micro));
+bool Executor::carries_meta(comm::MessageKind kind) const {
+  return options_.variable_seq_len || (runs_ == 0 && !known_shapes_.count(kind));
 }
 
-void Executor::post_recv(std::vector<int64_t> shape, at::TensorOptions options, int peer, comm::MessageKind kind,
-                         int stage, int micro) {
+void Executor::post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro) {
+  const int tag = comm::make_tag(kind, stage, micro);
+  if (carries_meta(kind)) {
+    if (!options_.variable_seq_len) learned_[tag] = {tensor.sizes().vec(), tensor.scalar_type()};
+    sends_.push_back(p2p_->isend_with_meta(tensor, peer, kind, stage, micro));
+    return;
+  }
+  if (!options_.variable_seq_len && !known_shapes_.count(kind)) {
+    // The receiver allocates what the first run learned: a changed shape
+    // would be cut short or overrun by Gloo, so refuse it here.
+    auto it = learned_.find(tag);
+    if (it == learned_.end() || it->second.shape != tensor.sizes().vec() ||
+        it->second.dtype != tensor.scalar_type()) {
+      std::ostringstream os;
+      os << "rank " << rank_ << ": " << comm::describe_tag(tag) << " is " << tensor.sizes() << " "
+         << tensor.scalar_type() << " but ";
+      if (it == learned_.end())
+        os << "the first step sent no such message";
+      else
+        os << "the first step sent " << at::IntArrayRef(it->second.shape) << " " << it->second.dtype;
+      os << "; shapes are learned on the first step: give the stages' output shapes "
+            "(RankModel::output_spec) or enable variable_seq_len when they change";
+      throw std::invalid_argument(os.str());
+    }
+  }
+  sends_.push_back(p2p_->isend(tensor, peer, kind, stage, micro));
+}
+
+void Executor::post_recv(int peer, comm::MessageKind kind, int stage, int micro, std::optional<TensorSpec> spec) {
   const int tag = comm::make_tag(kind, stage, micro);
   if (recvs_.count(tag))
     throw std::logic_error("rank " + std::to_string(rank_) + ": " + comm::describe_tag(tag) +
                            " received twice in one step");
-  if (options_.variable_seq_len)
+  if (carries_meta(kind)) {
+    if (!options_.variable_seq_len) learning_.insert(tag);
     recvs_.emplace(tag, p2p_->irecv_with_meta(peer, kind, stage, micro));
-  else
-    recvs_.emplace(tag, p2p_->irecv(at::empty(shape, options), peer, kind, stage, micro));
+    return;
+  }
+  if (!spec) {
+    if (known_shapes_.count(kind))
+      throw std::logic_error("rank " + std::to_string(rank_) + ": " + comm::describe_tag(tag) +
+                             " is of a kind with known shapes but its receive gave none");
+    auto it = learned_.find(tag);
+    if (it == learned_.end())
+      throw std::logic_error("rank " + std::to_string(rank_) + ": " + comm::describe_tag(tag) +
+                             " was not received in the first step, so its shape is unknown");
+    spec = it->second;
+  }
+  recvs_.emplace(tag, p2p_->irecv(at::empty(spec->shape, at::TensorOptions().dtype(spec->dtype)), peer, kind,
+                                  stage, micro));
 }
 
 at::Tensor Executor::take_recv(comm::MessageKind kind, int stage, int micro) {
@@ -116,6 +156,7 @@ at::Tensor Executor::take_recv(comm::MessageKind kind, int stage, int micro) {
   it->second.wait();
   at::Tensor t = it->second.tensor();
   recvs_.erase(it);
+  if (learning_.erase(tag)) learned_[tag] = {t.sizes().vec(), t.scalar_type()};
   return t;
 }
 
@@ -144,10 +185,11 @@ at::Tensor Executor::stage_input(int s, int m) {
 
 void Executor::forward(const Action& a) {
   Stage& st = stage(a.stage);
-  at::Tensor out = st.forward(a.micro, stage_input(a.stage, a.micro));
+  at::Tensor out = st.forward(a.micro, micro(a.micro), stage_input(a.stage, a.micro));
   if (st.is_last()) {
     const MicroBatch& mb = micro(a.micro);
-    at::Tensor loss = loss_(out, mb.labels) * mb.loss_weight;
+    const double weight = loss_weights_->empty() ? 1.0 : loss_weights_->at(a.micro);
+    at::Tensor loss = loss_(out, mb.target) * weight;
     st.set_loss(a.micro, loss);
     loss_sum_ += loss.item<double>();
   }
@@ -174,11 +216,15 @@ void Executor::send_backward(const Action& a) {
 }
 
 void Executor::recv_forward(const Action& a) {
-  post_recv(shape_(a.stage - 1, a.micro), activation_options_, a.peer, kAct, a.stage - 1, a.micro);
+  std::optional<TensorSpec> spec;
+  if (output_spec_) spec = output_spec_(a.stage - 1, a.micro);
+  post_recv(a.peer, kAct, a.stage - 1, a.micro, spec);
 }
 
 void Executor::recv_backward(const Action& a) {
-  post_recv(shape_(a.stage, a.micro), activation_options_, a.peer, kGrad, a.stage + 1, a.micro);
+  std::optional<TensorSpec> spec;
+  if (output_spec_) spec = output_spec_(a.stage, a.micro);
+  post_recv(a.peer, kGrad, a.stage + 1, a.micro, spec);
 }
 
 void Executor::run_comm_batch(const std::vector<Action>& actions, size_t begin, size_t end) {
@@ -189,8 +235,13 @@ void Executor::run_comm_batch(const std::vector<Action>& actions, size_t begin, 
   for (size_t i : order) handlers_.at(actions[i].type)(actions[i]);
 }
 
-double Executor::run(const std::vector<Action>& actions, const std::vector<MicroBatch>& micros) {
+double Executor::run(const std::vector<Action>& actions, const std::vector<MicroBatch>& micros,
+                     const std::vector<double>& loss_weights) {
+  if (!loss_weights.empty() && loss_weights.size() != micros.size())
+    throw std::invalid_argument("Executor::run: " + std::to_string(loss_weights.size()) + " loss weights for " +
+                                std::to_string(micros.size()) + " micro-batches");
   micros_ = &micros;
+  loss_weights_ = &loss_weights;
   loss_sum_ = 0;
   for (auto& [index, st] : stages_) st->reset();
   size_t i = 0;
@@ -218,6 +269,8 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
   first_inputs_.clear();
   first_input_recvs_.clear();
   micros_ = nullptr;
+  loss_weights_ = nullptr;
+  ++runs_;
   return loss_sum_;
 }
 

@@ -2,7 +2,7 @@
 //
 // One dispatch table maps each ActionType to a handler; the body handlers
 // (FWD, BWD, SEND_*/RECV_*) are built in, and other layers register their own
-// (the MPipe handlers, runtime/mpipe_handlers.hpp). A handler runs on the
+// (the MPipe handlers, runtime/mpipe_runtime.hpp). A handler runs on the
 // rank's thread, in list order, and may use the executor's state accessors.
 //
 // Communication is asynchronous: a send is posted and waited at the end of
@@ -11,6 +11,13 @@
 // consecutive communication actions every send is posted before any receive
 // (forward messages before backward ones), so a schedule that validate()
 // accepts cannot deadlock here.
+//
+// Shapes. A receiver allocates from a TensorSpec it knows (declare_known_shapes)
+// or, for every other kind of message, from what the first run learned: in the
+// first run such messages carry a meta message (shape, dtype) and both sides
+// remember the shape per (kind, stage, micro); later runs send plain tensors
+// and the sender checks that the shape has not changed. With
+// ExecutorOptions::variable_seq_len every message carries its meta.
 //
 // Lifetime: the executor borrows the stages and the process group, which must
 // outlive it. Not thread-safe.
@@ -21,10 +28,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "comm/p2p.hpp"
 #include "comm/work.hpp"
+#include "runtime/microbatch.hpp"
+#include "runtime/pipeline_stage.hpp"
 #include "schedule/schedule.hpp"
 
 namespace hp::runtime {
@@ -36,44 +47,37 @@ struct ExecutorOptions {
   // one element (the graph stays usable for backward).
   bool pseudo_deallocate = false;
   // Ship every activation and gradient with a shape/dtype meta message, for
-  // micro-batches whose sequence lengths differ (otherwise shapes come from
-  // ExecutorOptions::activation_shape).
+  // micro-batches whose shapes (sequence lengths) differ from step to step.
   bool variable_seq_len = false;
-};
-
-// One micro-batch as every rank sees it: the first stage's input, the last
-// stage's labels and its loss weight (its share of the step's tokens).
-// Under MPipe, input may be undefined on a rank that never reads it (it is
-// needed only by the micro's owner: spec section 5.5).
-struct MicroBatch {
-  at::Tensor input;
-  at::Tensor labels;
-  double loss_weight = 1.0;
-  // Data the first stage's chunk reads from the local batch besides its input,
-  // never transported (a VL model's caption tokens); undefined for GPT.
-  at::Tensor extra;
 };
 
 class Executor {
  public:
   using Handler = std::function<void(const schedule::Action&)>;
   // The loss of one micro on the last stage (before weighting).
-  using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& labels)>;
-  // Shape and options of stage s's output for micro m (what a receiver allocates).
-  using ShapeFn = std::function<std::vector<int64_t>(int stage, int micro)>;
+  using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+  // Shape and dtype of stage s's output for micro m (what a receiver allocates).
+  using SpecFn = std::function<TensorSpec(int stage, int micro)>;
 
   // stages: this rank's stages by global index. pg may be null when the
-  // layout has one rank.
+  // layout has one rank. output_spec may be empty: activation and gradient
+  // shapes are then learned in the first run.
   Executor(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg, std::map<int, Stage*> stages,
-           LossFn loss, ShapeFn shape, at::TensorOptions activation_options, ExecutorOptions options = {});
+           LossFn loss, SpecFn output_spec, ExecutorOptions options = {});
   ~Executor();
 
   // Replaces the handler of one action type.
   void register_handler(schedule::ActionType type, Handler handler);
+  // Receivers of this kind always pass a TensorSpec to post_recv, so its
+  // messages never carry meta (unless variable_seq_len). Every rank must
+  // declare the same kinds.
+  void declare_known_shapes(comm::MessageKind kind) { known_shapes_.insert(kind); }
 
-  // Runs one step's actions over the micro-batches. Returns this rank's sum of
-  // weighted micro losses (non-zero only on the rank holding the last stage).
-  double run(const std::vector<schedule::Action>& actions, const std::vector<MicroBatch>& micros);
+  // Runs one step's actions over the micro-batches, each weighted by
+  // loss_weights[m] (empty: 1). Returns this rank's sum of weighted micro
+  // losses (non-zero only on the rank holding the last stage).
+  double run(const std::vector<schedule::Action>& actions, const std::vector<MicroBatch>& micros,
+             const std::vector<double>& loss_weights = {});
 
   // --- state for handlers (valid during run()) ---
   int rank() const { return rank_; }
@@ -91,13 +95,14 @@ class Executor {
   // Messages are named by (kind, stage, micro); see comm/p2p.hpp for the tags.
   // Posts a send now (waited at the end of the step).
   void post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro);
-  // Posts a receive of a tensor of `shape` (ignored with variable_seq_len,
-  // where the shape travels with the data); take_recv later waits for it.
-  void post_recv(std::vector<int64_t> shape, at::TensorOptions options, int peer, comm::MessageKind kind, int stage,
-                 int micro);
+  // Posts a receive; `spec` is required for kinds declared known (and used
+  // when given), otherwise the shape comes from the meta message or from the
+  // first run. take_recv later waits for it.
+  void post_recv(int peer, comm::MessageKind kind, int stage, int micro, std::optional<TensorSpec> spec = {});
   at::Tensor take_recv(comm::MessageKind kind, int stage, int micro);
 
  private:
+  bool carries_meta(comm::MessageKind kind) const;
   void run_comm_batch(const std::vector<schedule::Action>& actions, size_t begin, size_t end);
   void forward(const schedule::Action& a);
   void backward(const schedule::Action& a);
@@ -112,12 +117,16 @@ class Executor {
   comm::ProcessGroup* pg_;
   std::map<int, Stage*> stages_;
   LossFn loss_;
-  ShapeFn shape_;
-  at::TensorOptions activation_options_;
+  SpecFn output_spec_;
   ExecutorOptions options_;
   std::map<schedule::ActionType, Handler> handlers_;
+  std::set<comm::MessageKind> known_shapes_;
+  int runs_ = 0;                              // completed run() calls
+  std::map<int, TensorSpec> learned_;         // by tag: shapes seen in the first run
+  std::set<int> learning_;                    // tags of this run's meta receives to remember
 
   const std::vector<MicroBatch>* micros_ = nullptr;
+  const std::vector<double>* loss_weights_ = nullptr;
   std::map<int, at::Tensor> first_inputs_;
   std::map<int, std::pair<comm::MessageKind, int>> first_input_recvs_;
   std::unique_ptr<comm::P2P> p2p_;

@@ -1,6 +1,7 @@
-// Micro-batch split and merge along the batch dimension (dim 0), as
-// torch.distributed.pipelining's _microbatch: a batch of B rows becomes n
-// micro-batches whose sizes differ by at most one (the first B % n get one more).
+// MicroBatch, and the split and merge of a batch into micro-batches along the
+// batch dimension (dim 0), as torch.distributed.pipelining's _microbatch: a
+// batch of B rows becomes n micro-batches whose sizes differ by at most one
+// (the first B % n get one more).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -9,8 +10,20 @@
 
 namespace hp::runtime {
 
-// Throws std::invalid_argument when n < 1 or n > the batch size ("--mb 8 needs a
-// batch of at least 8 sequences, got 4").
+// One micro-batch as one rank sees it. A rank fills only what it consumes
+// (Pipeline::input_micros, Pipeline::reads_targets): the rank of stage 0 (or,
+// under MPipe, the micro's owner) the input, the rank of the last stage the
+// target; the other fields may stay undefined.
+struct MicroBatch {
+  at::Tensor input;   // stage 0's input (token ids, pixels, features, ...)
+  at::Tensor target;  // what the loss compares the last stage's output with
+  // Data a stage reads from the local batch besides its input, never
+  // transported (a VL model's caption tokens on stage 0).
+  at::Tensor extra;
+};
+
+// Throws std::invalid_argument when n < 1 or n > the batch size ("8
+// micro-batches need a batch of at least 8 rows along dim 0, got 4").
 std::vector<at::Tensor> split_microbatches(const at::Tensor& batch, int n);
 at::Tensor merge_microbatches(const std::vector<at::Tensor>& micros);
 

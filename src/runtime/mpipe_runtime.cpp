@@ -26,7 +26,7 @@ std::string str(int v) { return std::to_string(v); }
 
 // Names, dtypes and shapes in order: two ranks whose descriptions hash alike
 // can exchange the parameters with one coalesced broadcast.
-std::string describe_structure(const std::vector<std::pair<std::string, at::Tensor>>& params) {
+std::string describe_structure(const NamedTensors& params) {
   std::ostringstream os;
   for (const auto& [name, t] : params) os << name << ':' << c10::toString(t.scalar_type()) << t.sizes() << ';';
   return os.str();
@@ -44,20 +44,20 @@ std::int64_t hash64(const std::string& text) {
 }  // namespace
 
 MPipeRuntime::MPipeRuntime(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg,
-                           MPipeModel model)
-    : layout_(layout), rank_(rank), pg_(pg), model_(std::move(model)) {
+                           std::shared_ptr<Preprocess> preprocess)
+    : layout_(layout), rank_(rank), pg_(pg), preprocess_(std::move(preprocess)) {
   if (layout_.kind != schedule::ScheduleKind::MPipe)
     throw std::invalid_argument("MPipeRuntime needs --schedule mpipe");
-  if (!pg_) throw std::invalid_argument("MPipe Transpose needs a process group (--pp >= 2)");
+  if (!pg_) throw std::invalid_argument("MPipe Transpose needs a process group (pipeline.pp >= 2)");
   const int t = layout_.mpipe.transpose_layers;
-  if (t == 0 && model_.preprocess)
-    throw std::invalid_argument("--transpose-layers 0 transposes only the data load, but a preprocess module was given");
-  if (t > 0 && !model_.preprocess)
-    throw std::invalid_argument("--transpose-layers " + str(t) + " needs a preprocess module on every rank");
-  if (!model_.input_spec || !model_.feature_spec)
-    throw std::invalid_argument("MPipeRuntime: the input and feature specs are required");
+  if (t == 0 && preprocess_)
+    throw std::invalid_argument("mpipe.transpose_layers 0 transposes only the data load, but a preprocess module "
+                                "was given");
+  if (t > 0 && !preprocess_)
+    throw std::invalid_argument("mpipe.transpose_layers " + str(t) + " needs a preprocess module on every rank");
+  if (preprocess_ && !preprocess_->forward) throw std::invalid_argument("the MPipe preprocess has no forward");
   for (const auto& [name, p] : parameters()) trainable_ = trainable_ || p.requires_grad();
-  if (model_.preprocess && trainable_ == layout_.mpipe.frozen_preprocess)
+  if (preprocess_ && trainable_ == layout_.mpipe.frozen_preprocess)
     throw std::invalid_argument(std::string("the MPipe schedule was built for a ") +
                                 (layout_.mpipe.frozen_preprocess ? "frozen" : "trainable") +
                                 " preprocess but the module's parameters " +
@@ -66,13 +66,17 @@ MPipeRuntime::MPipeRuntime(const schedule::ScheduleOptions& layout, int rank, co
 
 MPipeRuntime::~MPipeRuntime() = default;
 
-std::vector<std::pair<std::string, at::Tensor>> MPipeRuntime::parameters() const {
-  if (!model_.preprocess) return {};
-  return model_.preprocess->named_parameters();
+const NamedTensors& MPipeRuntime::parameters() const {
+  static const NamedTensors none;
+  return preprocess_ ? preprocess_->parameters : none;
 }
 
 void MPipeRuntime::install(Executor& ex) {
   executor_ = &ex;
+  // The owner-backward gradient has the shape of the retained graph's output.
+  ex.declare_known_shapes(kGrad);
+  if (preprocess_ && preprocess_->output_spec) ex.declare_known_shapes(kFeature);
+  if (preprocess_ && preprocess_->input_spec) ex.declare_known_shapes(kInput);
   ex.register_handler(ActionType::MPIPE_PARAM_BROADCAST, [this](const Action&) { broadcast(); });
   ex.register_handler(ActionType::MPIPE_TRANSPOSE_FWD, [this](const Action& a) { transpose_forward(a.micro); });
   ex.register_handler(ActionType::MPIPE_FWD_SEND, [this](const Action& a) {
@@ -85,16 +89,18 @@ void MPipeRuntime::install(Executor& ex) {
     features_.erase(it);
   });
   ex.register_handler(ActionType::MPIPE_FWD_RECV, [this](const Action& a) {
-    const model::TensorSpec spec = model_.feature_spec(a.micro);
-    executor_->post_recv(spec.shape, at::TensorOptions().dtype(spec.dtype), a.peer, kFeature, 0, a.micro);
+    std::optional<TensorSpec> spec;
+    if (preprocess_ && preprocess_->output_spec) spec = preprocess_->output_spec(a.micro);
+    executor_->post_recv(a.peer, kFeature, 0, a.micro, spec);
     executor_->set_first_stage_input_recv(a.micro, kFeature, 0);
   });
   ex.register_handler(ActionType::MPIPE_GRAPH_SEND, [this](const Action& a) {
     executor_->post_send(micro_input(a.micro), a.peer, kInput, 0, a.micro);
   });
   ex.register_handler(ActionType::MPIPE_GRAPH_RECV, [this](const Action& a) {
-    const model::TensorSpec spec = model_.input_spec(a.micro);
-    executor_->post_recv(spec.shape, at::TensorOptions().dtype(spec.dtype), a.peer, kInput, 0, a.micro);
+    std::optional<TensorSpec> spec;
+    if (preprocess_ && preprocess_->input_spec) spec = preprocess_->input_spec(a.micro);
+    executor_->post_recv(a.peer, kInput, 0, a.micro, spec);
   });
   ex.register_handler(ActionType::MPIPE_TRANSPOSE_BWD, [this](const Action& a) { transpose_backward(a.micro); });
   ex.register_handler(ActionType::MPIPE_GRAD_SEND, [this](const Action& a) {
@@ -111,16 +117,7 @@ void MPipeRuntime::begin_step() {
   snapshot_.clear();
   stats_.step_bytes = 0;
   if (!layout_.mpipe.owner_backward || !trainable_) return;
-  at::NoGradGuard no_grad;
-  for (auto& [name, p] : parameters()) {
-    if (!p.requires_grad()) continue;
-    if (p.grad().defined()) {
-      snapshot_.push_back(p.grad().clone());
-      p.mutable_grad().zero_();
-    } else {
-      snapshot_.push_back(at::Tensor());
-    }
-  }
+  snapshot_ = take_grad_snapshot(trainable_parameters());
 }
 
 void MPipeRuntime::end_step() {
@@ -139,8 +136,15 @@ at::Tensor MPipeRuntime::micro_input(int micro) const {
   return x;
 }
 
+NamedParams MPipeRuntime::trainable_parameters() const {
+  NamedParams out;
+  for (const auto& [name, p] : parameters())
+    if (p.requires_grad()) out.emplace(name, p);
+  return out;
+}
+
 void MPipeRuntime::broadcast() {
-  if (!model_.preprocess) return;
+  if (!preprocess_) return;
   // A frozen block cannot change between steps: its first broadcast suffices.
   if (!trainable_ && broadcast_once_) return;
   std::vector<at::Tensor> tensors;
@@ -163,14 +167,14 @@ void MPipeRuntime::broadcast() {
 void MPipeRuntime::transpose_forward(int micro) {
   const at::Tensor input = micro_input(micro);
   at::Tensor features;
-  if (!model_.preprocess) {
+  if (!preprocess_) {
     features = input;  // T = 0: the transposed step is the data load
   } else {
     // Rank 0 backprops its own micros' graphs (MPIPE_TRANSPOSE_BWD); other
     // owners keep theirs only when they run the backward themselves.
     const bool keep_graph = trainable_ && (rank_ == 0 || layout_.mpipe.owner_backward);
     at::AutoGradMode grad_mode(keep_graph);
-    at::Tensor out = model_.preprocess->forward(input);
+    at::Tensor out = preprocess_->forward(input);
     if (keep_graph) graphs_[micro] = out;
     features = out.detach();
   }
@@ -191,7 +195,7 @@ void MPipeRuntime::transpose_backward(int micro) {
   // D1: a graph cannot cross ranks, so recompute from the shipped input.
   const at::Tensor input = executor_->take_recv(kInput, 0, micro);
   at::AutoGradMode grad_mode(true);
-  at::Tensor out = model_.preprocess->forward(input);
+  at::Tensor out = preprocess_->forward(input);
   torch::autograd::backward({out}, {grad});
 }
 
@@ -201,7 +205,7 @@ void MPipeRuntime::grad_recv_with_backward(int micro, int peer) {
     throw std::logic_error("rank " + str(rank_) + ": MPIPE_GRAD_RECV_WITH_BACKWARD of micro " + str(micro) +
                            " has no retained preprocess graph");
   const at::Tensor out = it->second;
-  executor_->post_recv(out.sizes().vec(), out.options(), peer, kGrad, 0, micro);
+  executor_->post_recv(peer, kGrad, 0, micro, TensorSpec{out.sizes().vec(), out.scalar_type()});
   const at::Tensor grad = executor_->take_recv(kGrad, 0, micro);
   torch::autograd::backward({out}, {grad});
   graphs_.erase(it);
@@ -230,18 +234,12 @@ void MPipeRuntime::grad_reduce() {
       offset += g.numel();
     }
   }
-  if (snapshot_.empty()) return;
-  size_t i = 0;
-  for (auto& [name, p] : parameters()) {
-    if (!p.requires_grad()) continue;
-    if (snapshot_.at(i).defined()) p.mutable_grad().add_(snapshot_[i]);
-    ++i;
-  }
+  add_grad_snapshot(trainable_parameters(), snapshot_);
   snapshot_.clear();
 }
 
 void MPipeRuntime::check_structure() {
-  if (!model_.preprocess) return;
+  if (!preprocess_) return;
   const auto params = parameters();
   const int world = pg_->world_size();
   at::Tensor info = at::zeros({2, world}, at::kLong);
@@ -258,7 +256,7 @@ void MPipeRuntime::check_structure() {
     throw std::invalid_argument("the MPipe preprocess module differs between ranks: " + bad +
                                 " differ from rank 0 (" + str(static_cast<int>(info[1][0].item<std::int64_t>())) +
                                 " parameters) in parameter names, shapes or dtypes; every rank must build the "
-                                "same preprocess (same --transpose-layers, model and vision flags)");
+                                "same preprocess (same mpipe.transpose_layers and model)");
 }
 
 }  // namespace hp::runtime

@@ -43,7 +43,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/preprocess.hpp"
+#include "runtime/grad_snapshot.hpp"
+#include "runtime/rank_model.hpp"
 #include "schedule/schedule.hpp"
 
 namespace hp::comm {
@@ -53,15 +54,6 @@ class ProcessGroup;
 namespace hp::runtime {
 
 class Executor;
-
-struct MPipeModel {
-  // Null for T = 0 (only the data load is transposed).
-  std::shared_ptr<model::Preprocess> preprocess;
-  // What travels for micro m: the preprocess input (MPIPE_GRAPH_*) and its
-  // output (MPIPE_FWD_*; with T = 0 the input itself).
-  std::function<model::TensorSpec(int micro)> input_spec;
-  std::function<model::TensorSpec(int micro)> feature_spec;
-};
 
 // Broadcast traffic, counted by this runtime (c10d collectives are not in
 // the ProcessGroup's P2P counters): payload bytes x (PP - 1) receivers.
@@ -73,10 +65,12 @@ struct BroadcastStats {
 
 class MPipeRuntime {
  public:
-  // layout.kind must be MPipe; throws std::invalid_argument when the module
+  // layout.kind must be MPipe; preprocess is null for T = 0 (only the data
+  // load is transposed). Throws std::invalid_argument when the module
   // disagrees with layout.mpipe (a preprocess for T = 0, none for T >= 1, a
   // frozen flag that does not match requires_grad of its parameters).
-  MPipeRuntime(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg, MPipeModel model);
+  MPipeRuntime(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg,
+               std::shared_ptr<Preprocess> preprocess);
   ~MPipeRuntime();
 
   void install(Executor& executor);
@@ -91,8 +85,8 @@ class MPipeRuntime {
   bool trainable() const { return trainable_; }
   const BroadcastStats& broadcast_stats() const { return stats_; }
   // The preprocess parameters by global name (empty for T = 0).
-  std::vector<std::pair<std::string, at::Tensor>> parameters() const;
-  const std::shared_ptr<model::Preprocess>& preprocess() const { return model_.preprocess; }
+  const NamedTensors& parameters() const;
+  const std::shared_ptr<Preprocess>& preprocess() const { return preprocess_; }
 
  private:
   void broadcast();
@@ -101,11 +95,12 @@ class MPipeRuntime {
   void grad_recv_with_backward(int micro, int peer);
   void grad_reduce();
   at::Tensor micro_input(int micro) const;
+  NamedParams trainable_parameters() const;
 
   schedule::ScheduleOptions layout_;
   int rank_;
   comm::ProcessGroup* pg_;
-  MPipeModel model_;
+  std::shared_ptr<Preprocess> preprocess_;
   Executor* executor_ = nullptr;
   bool trainable_ = false;
   bool broadcast_once_ = false;
@@ -114,7 +109,7 @@ class MPipeRuntime {
   // Per step.
   std::map<int, at::Tensor> features_;  // owner: detached output, until MPIPE_FWD_SEND
   std::map<int, at::Tensor> graphs_;    // output with its graph, until its backward
-  std::vector<at::Tensor> snapshot_;    // owner-backward: gradients of earlier runs
+  GradSnapshot snapshot_;               // owner-backward: gradients of earlier runs
 };
 
 }  // namespace hp::runtime

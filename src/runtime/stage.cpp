@@ -19,20 +19,19 @@ const at::Tensor& find(const std::map<int, at::Tensor>& m, int micro, const char
 
 }  // namespace
 
-Stage::Stage(int index, bool first, bool last, Forward forward)
-    : Stage(index, first, last, MicroForward([f = std::move(forward)](int, const at::Tensor& x) { return f(x); })) {}
+Stage::Stage(int index, bool last, Forward forward) : index_(index), last_(last), forward_(std::move(forward)) {}
 
-Stage::Stage(int index, bool first, bool last, MicroForward forward)
-    : index_(index), first_(first), last_(last), forward_(std::move(forward)) {}
-
-at::Tensor Stage::forward(int micro, const at::Tensor& input) {
+at::Tensor Stage::forward(int micro, const MicroBatch& data, const at::Tensor& input) {
   if (outputs_.count(micro) || losses_.count(micro))
     throw std::logic_error("stage " + std::to_string(index_) + ": forward of micro " + std::to_string(micro) +
                            " ran twice in one step");
   at::Tensor x = input;
   if (at::isFloatingType(input.scalar_type())) x = input.detach().requires_grad_(input_requires_grad_);
   inputs_[micro] = x;
-  at::Tensor out = forward_(micro, x);
+  at::Tensor out = forward_(x, data);
+  if (!out.defined())
+    throw std::logic_error("stage " + std::to_string(index_) + ": the forward of micro " + std::to_string(micro) +
+                           " returned no tensor");
   outputs_[micro] = out;
   return out;
 }

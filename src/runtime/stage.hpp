@@ -11,33 +11,31 @@
 #include <functional>
 #include <map>
 
+#include "runtime/microbatch.hpp"
+
 namespace hp::runtime {
 
 class Stage {
  public:
-  using Forward = std::function<at::Tensor(const at::Tensor&)>;
-  // A chunk that also reads per-micro data besides its input (a VL model's
-  // stage 0 takes the caption tokens of micro m from the local batch).
-  using MicroForward = std::function<at::Tensor(int micro, const at::Tensor&)>;
+  // The stage's module (PipelineStage::forward): input and this rank's view
+  // of the micro-batch -> output.
+  using Forward = std::function<at::Tensor(const at::Tensor& input, const MicroBatch& micro)>;
 
-  // first: the input is data (token ids), not a received activation, and
-  // needs no gradient. last: backward starts from the loss.
-  Stage(int index, bool first, bool last, Forward forward);
-  Stage(int index, bool first, bool last, MicroForward forward);
+  // last: backward starts from the loss.
+  Stage(int index, bool last, Forward forward);
 
   // Whether a floating-point input becomes a leaf that collects its gradient
-  // (default true). Off for MPipe's body0 behind a frozen preprocess: nobody
-  // consumes dL/dfeatures there, so autograd need not compute it.
+  // (default true). Off for stage 0 unless something consumes dL/dinput
+  // there (MPipe's trainable preprocess): its input is data.
   void set_input_requires_grad(bool on) { input_requires_grad_ = on; }
 
   int index() const { return index_; }
-  bool is_first() const { return first_; }
   bool is_last() const { return last_; }
 
-  // Runs the chunk on micro m. A floating-point input becomes the stage
+  // Runs the module on micro m. A floating-point input becomes the stage
   // boundary: x.detach().requires_grad_(true) (it shares storage with the
   // received buffer, which the executor never reuses). Returns the output.
-  at::Tensor forward(int micro, const at::Tensor& input);
+  at::Tensor forward(int micro, const MicroBatch& data, const at::Tensor& input);
   // The last stage's scaled loss of micro m, kept until backward(m).
   void set_loss(int micro, const at::Tensor& loss);
 
@@ -58,9 +56,8 @@ class Stage {
 
  private:
   int index_;
-  bool first_;
   bool last_;
-  MicroForward forward_;
+  Forward forward_;
   bool input_requires_grad_ = true;
   std::map<int, at::Tensor> inputs_, outputs_, losses_, input_grads_;
 };

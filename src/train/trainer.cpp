@@ -3,65 +3,25 @@
 #include <ATen/ATen.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "comm/process_group.hpp"
-#include "data/batch_sampler.hpp"
-#include "data/token_source.hpp"
-#include "model/partition.hpp"
-#include "model/vl_data.hpp"
-#include "runtime/microbatch.hpp"
-#include "schedule/generate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/grad_clip.hpp"
 #include "train/metrics.hpp"
 
 namespace hp::train {
 namespace {
-
-at::Tensor to_tensor(const data::Batch& b) {
-  return at::tensor(b.tokens, at::kLong).view({b.batch_size, b.seq_len + 1});
-}
-
-data::BatchOptions batch_options(const TrainOptions& o) {
-  data::BatchOptions b;
-  b.batch_size = o.micro_batch_size * o.pipeline.schedule.micro_batches;
-  b.seq_len = o.seq_len;
-  b.seed = o.pipeline.model.seed;
-  return b;
-}
-
-// What a checkpoint must agree on to load into this model (the layout may differ).
-std::string model_shape_json(const runtime::PipelineOptions& p) {
-  const model::TransformerConfig& m = p.model;
-  nlohmann::json j;
-  j["layers"] = m.num_layers;
-  j["hidden"] = m.hidden_size;
-  j["heads"] = m.num_attention_heads;
-  j["ffn-hidden"] = m.ffn_hidden();
-  j["vocab"] = m.vocab_size;
-  j["tie-embeddings"] = m.tie_embeddings;
-  if (p.model_kind == runtime::ModelKind::VL) {
-    // A frozen tower has the same shape: freezing may change between runs.
-    j["model"] = "vl";
-    j["vision-layers"] = p.vision.num_layers;
-    j["image-size"] = p.vision.image_size;
-    j["patch-size"] = p.vision.patch_size;
-    j["vision-hidden"] = p.vision.hidden_size;
-    j["vision-heads"] = p.vision.num_attention_heads;
-  }
-  return j.dump();
-}
 
 LrScheduleOptions lr_options(const TrainOptions& o) {
   LrScheduleOptions lr = o.lr;
@@ -98,34 +58,12 @@ class Progress {
   bool tty_;
 };
 
-// One pipeline run of a VL model on batch `index` of the synthetic captioned
-// images. Under MPipe a rank keeps only the images of the micros it owns: the
-// per-rank read of spec section 5.5 (the others never look at them).
-runtime::StepResult vl_step(runtime::Pipeline& pipeline, const TrainOptions& o, std::int64_t index, int rank) {
-  const auto& p = o.pipeline;
-  const int rows = o.micro_batch_size * p.schedule.micro_batches;
-  const auto batch = model::make_vl_batch(p.vision, rows, p.model.seed, index * rows,
-                                          p.model.dtype == model::DType::Float64 ? at::kDouble : at::kFloat);
-  auto captions = runtime::split_microbatches(batch.captions, p.schedule.micro_batches);
-  auto images = runtime::split_microbatches(batch.images, p.schedule.micro_batches);
-  if (p.schedule.kind == schedule::ScheduleKind::MPipe)
-    for (int m = 0; m < p.schedule.micro_batches; ++m)
-      if (schedule::mpipe_owner(p.schedule, m) != rank) images[m] = at::Tensor();
-  return pipeline.step(captions, images);
-}
-
-void validate_data_source(const TrainOptions& o);
-void validate_checkpoint_shape(const TrainOptions& o);
+void validate_checkpoint_shape(const std::string& load, const Task& task);
 
 }  // namespace
 
-void TrainOptions::validate() const {
+void TrainOptions::validate(const Task& task) const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
-  if (micro_batch_size < 1) fail("--micro-batch-size must be >= 1, got " + std::to_string(micro_batch_size));
-  if (seq_len < 1) fail("--seq-len must be >= 1, got " + std::to_string(seq_len));
-  if (seq_len > pipeline.model.max_seq_len)
-    fail("--seq-len " + std::to_string(seq_len) + " exceeds the model's position table (" +
-         std::to_string(pipeline.model.max_seq_len) + ")");
   if (grad_accum < 1) fail("--grad-accum must be >= 1, got " + std::to_string(grad_accum));
   if (steps < 1) fail("--steps must be >= 1, got " + std::to_string(steps));
   if (clip_grad < 0) fail("--clip-grad must be >= 0, got " + std::to_string(clip_grad));
@@ -136,47 +74,20 @@ void TrainOptions::validate() const {
   adam.validate();
   lr_options(*this).validate();
   runtime::validate_pipeline_options(pipeline);
-  if (pipeline.model_kind == runtime::ModelKind::VL) {
-    if (data != "embedded")
-      fail("--data " + data + ": --model vl trains on its own synthetic captioned images; drop --data");
-    const int words = static_cast<int>(model::vl_vocabulary().size());
-    if (pipeline.model.vocab_size < words)
-      fail("--vocab " + std::to_string(pipeline.model.vocab_size) + " is too small for --model vl's " +
-           std::to_string(words) + " caption words");
-    if (seq_len != model::kVLCaptionTokens - 1)
-      fail("--model vl: captions have " + std::to_string(model::kVLCaptionTokens - 1) + " input tokens, so --seq-len " +
-           "must be " + std::to_string(model::kVLCaptionTokens - 1) + ", got " + std::to_string(seq_len));
-  } else {
-    validate_data_source(*this);
-  }
-  if (!load.empty()) validate_checkpoint_shape(*this);
+  task.validate(pipeline.schedule);
+  if (!load.empty()) validate_checkpoint_shape(load, task);
 }
 
 namespace {
 
-void validate_data_source(const TrainOptions& o) {
+void validate_checkpoint_shape(const std::string& load, const Task& task) {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
-  const std::string& data = o.data;
-  const int seq_len = o.seq_len;
-  const auto& pipeline = o.pipeline;
-  auto src = data::open_source(data);
-  if (src->vocab_size() > pipeline.model.vocab_size)
-    fail("--data " + data + " has token ids up to " + std::to_string(src->vocab_size() - 1) + " but --vocab is " +
-         std::to_string(pipeline.model.vocab_size));
-  if (src->size() < static_cast<std::size_t>(seq_len) + 1)
-    fail("--data " + data + " is shorter than --seq-len + 1 tokens");
-}
-
-void validate_checkpoint_shape(const TrainOptions& o) {
-  auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
-  const std::string& load = o.load;
-  const auto& pipeline = o.pipeline;
   {
     const std::string dir = resolve_checkpoint(load);
     std::ifstream in(dir + "/meta.json");
     const auto meta = nlohmann::json::parse(in, nullptr, false);
     const std::string saved = meta.is_object() && meta.contains("metadata") ? meta["metadata"].dump() : "";
-    const std::string mine = model_shape_json(pipeline);
+    const std::string mine = task.checkpoint_metadata();
     if (!saved.empty() && nlohmann::json::parse(saved) != nlohmann::json::parse(mine))
       fail("--load " + load + ": the checkpoint is of a model " + saved + " but this run builds " + mine);
   }
@@ -184,14 +95,13 @@ void validate_checkpoint_shape(const TrainOptions& o) {
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
-  o.validate();
+TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
+  o.validate(task);
   const int rank = pg ? pg->rank() : 0;
-  runtime::Pipeline pipeline(o.pipeline, rank, pg);
-  const bool vl = o.pipeline.model_kind == runtime::ModelKind::VL;
-  std::unique_ptr<data::TokenSource> src;
-  if (!vl) src = data::open_source(o.data);
-  const auto batch_opts = batch_options(o);
+  runtime::Pipeline pipeline(o.pipeline, rank, pg, task.build(o.pipeline.schedule, rank));
+  const std::vector<int> input_micros = pipeline.input_micros();
+  const bool targets = pipeline.reads_targets();
+  const int micro_batches = o.pipeline.schedule.micro_batches;
   const auto lr_opts = lr_options(o);
 
   NamedParams params = pipeline.named_parameters();
@@ -214,7 +124,7 @@ TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
 
   auto save = [&](std::int64_t step) {
     save_checkpoint(o.save, step, rank, pg ? pg->world_size() : 1, params, adam.state(),
-                    model_shape_json(o.pipeline), barrier);
+                    task.checkpoint_metadata(), barrier);
   };
 
   TrainResult result;
@@ -235,7 +145,7 @@ TrainResult train(const TrainOptions& o, comm::ProcessGroup* pg) {
     std::uint64_t bytes_broadcast = 0;
     for (int a = 0; a < o.grad_accum; ++a) {
       const std::int64_t index = (step - 1) * o.grad_accum + a;
-      const auto r = vl ? vl_step(pipeline, o, index, rank) : pipeline.step_batch(to_tensor(data::sample_batch(*src, batch_opts, index)));
+      const auto r = pipeline.step(task.batch(index, micro_batches, input_micros, targets));
       loss += r.loss / o.grad_accum;
       tokens += r.tokens;
       bytes_broadcast += r.bytes_broadcast;

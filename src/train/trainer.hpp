@@ -1,5 +1,7 @@
 // Trainer: the training loop of one rank. Every rank of the job runs train()
-// with the same options; the loop is collective (steps, clipping, checkpoints).
+// with the same options and an equal Task (train/task.hpp: the model and its
+// data); the loop is collective (steps, clipping, checkpoints) and knows no
+// model: it asks the Task for the rank's stages and batches.
 //
 // Steps are numbered from 1; options.steps is the number of the last step, so
 // a run resumed from a checkpoint of step k runs k+1 .. steps and follows the
@@ -14,6 +16,7 @@
 
 #include "runtime/pipeline.hpp"
 #include "train/adamw.hpp"
+#include "train/task.hpp"
 #include "train/lr_schedule.hpp"
 
 namespace hp::comm {
@@ -32,16 +35,30 @@ struct FaultInjection {
   std::string kind = "exit";  // exit | hang
 };
 
+// The defaults are what `hyperpipe train` runs with no flags: a small model,
+// interleaved 1F1B with 2 chunks per rank and 8 micro-batches, about a minute
+// on 2 cores.
 struct TrainOptions {
-  runtime::PipelineOptions pipeline;  // schedule (pp = world size), model, executor options
-  int micro_batch_size = 2;           // --micro-batch-size: sequences per micro-batch
-  int seq_len = 32;                   // --seq-len
+  // Schedule (pp = world size) and executor options.
+  runtime::PipelineOptions pipeline = [] {
+    runtime::PipelineOptions p;
+    p.schedule.kind = schedule::ScheduleKind::Interleaved;
+    p.schedule.vpp = 2;
+    p.schedule.micro_batches = 8;
+    return p;
+  }();
   int grad_accum = 1;                 // --grad-accum: pipeline runs per optimizer step
-  std::int64_t steps = 60;            // --steps: number of the last step
-  LrScheduleOptions lr;               // --lr --min-lr --warmup-steps (decay over --steps)
+  std::int64_t steps = 150;           // --steps: number of the last step
+  // --lr --min-lr --warmup-steps (decay over --steps)
+  LrScheduleOptions lr = [] {
+    LrScheduleOptions l;
+    l.max_lr = 3e-3;
+    l.min_lr = 3e-4;
+    l.warmup_steps = 10;
+    return l;
+  }();
   AdamWOptions adam;                  // --weight-decay ...
   double clip_grad = 1.0;             // --clip-grad (0 = no clipping)
-  std::string data = "embedded";      // --data
   std::string save;                   // --save DIR
   std::int64_t save_interval = 0;     // --save-interval
   std::string load;                   // --load DIR
@@ -49,9 +66,10 @@ struct TrainOptions {
   int log_interval = 10;              // --log-interval
   FaultInjection fault;               // --inject-fault RANK:STEP:exit|hang
 
-  // Checks what can be checked without a process group (model, schedule,
-  // partition, data); throws std::invalid_argument naming the flag.
-  void validate() const;
+  // Checks what can be checked without a process group (the schedule, the
+  // loop's options and, with --load, the checkpoint's model against the
+  // task's); throws std::invalid_argument naming the flag.
+  void validate(const Task& task) const;
 };
 
 struct TrainResult {
@@ -60,6 +78,6 @@ struct TrainResult {
   std::vector<double> losses;   // one per executed step
 };
 
-TrainResult train(const TrainOptions& options, comm::ProcessGroup* pg);
+TrainResult train(const TrainOptions& options, const Task& task, comm::ProcessGroup* pg);
 
 }  // namespace hp::train

@@ -9,7 +9,7 @@
 
 #include "model/test_util.hpp"
 #include "model/vision.hpp"
-#include "model/vl_data.hpp"
+#include "model/vl_tensors.hpp"
 
 namespace hp::model {
 namespace {
@@ -37,7 +37,7 @@ VisionConfig vision(int layers = 3) {
 }
 
 TEST(VisionTower, ASplitTowerComputesWhatTheWholeTowerComputes) {
-  const auto images = make_vl_batch(vision(), 3, 1, 0, at::kDouble).images;
+  const auto images = hp::testing::make_vl_tensors(vision().image_size, 3, 1, 0, at::kDouble).images;
   VisionTower whole(vision(), text(), 0, 3);
   const at::Tensor want = whole.forward(images);
   EXPECT_EQ(want.sizes().vec(), (std::vector<int64_t>{3, 4, 16}));
@@ -71,7 +71,7 @@ TEST(VisionTower, AFrozenTowerRecordsNoGradients) {
   v.frozen = true;
   VisionTower tower(v, text(), 0, 3);
   for (const auto& [n, p] : tower.global_parameters()) EXPECT_FALSE(p.requires_grad()) << n;
-  const at::Tensor out = tower.forward(make_vl_batch(v, 2, 1, 0, at::kDouble).images);
+  const at::Tensor out = tower.forward(hp::testing::make_vl_tensors(v.image_size, 2, 1, 0, at::kDouble).images);
   EXPECT_FALSE(out.requires_grad());
 }
 
@@ -89,15 +89,21 @@ TEST(VisionTower, BadInputIsRejected) {
 
 TEST(VLData, SamplesAreFixedBySeedAndIndexAndCaptionsDescribeTheImage) {
   const VisionConfig v = vision();
-  const auto a = make_vl_batch(v, 4, 9, 10, at::kFloat);
-  const auto b = make_vl_batch(v, 2, 9, 12, at::kFloat);
+  using hp::testing::make_vl_tensors;
+  const auto a = make_vl_tensors(v.image_size, 4, 9, 10, at::kFloat);
+  const auto b = make_vl_tensors(v.image_size, 2, 9, 12, at::kFloat);
   EXPECT_TRUE(a.images.slice(0, 2, 4).equal(b.images));
   EXPECT_TRUE(a.captions.slice(0, 2, 4).equal(b.captions));
-  EXPECT_FALSE(make_vl_batch(v, 4, 10, 10, at::kFloat).captions.equal(a.captions));
-  const auto big = make_vl_batch(v, 64, 1, 0, at::kFloat);
+  EXPECT_FALSE(make_vl_tensors(v.image_size, 4, 10, 10, at::kFloat).captions.equal(a.captions));
+  // Captions alone (a rank that reads no image) are the same captions.
+  const auto captions_only = data::make_vl_batch(v.image_size, 4, 9, 10, /*with_images=*/false);
+  EXPECT_TRUE(captions_only.images.empty());
+  EXPECT_TRUE(at::tensor(captions_only.captions, at::kLong).view({4, data::kVLCaptionTokens}).equal(a.captions));
+  const auto big = make_vl_tensors(v.image_size, 64, 1, 0, at::kFloat);
   std::set<std::string> captions;
   for (int r = 0; r < 64; ++r) {
-    const std::string text = caption_text(big.captions[r]);
+    const at::Tensor row = big.captions[r].contiguous();
+    const std::string text = data::caption_text(row.data_ptr<std::int64_t>(), static_cast<int>(row.numel()));
     captions.insert(text);
     // The named colour is the brightest channel of the named quadrant.
     const at::Tensor img = big.images[r];
@@ -122,8 +128,8 @@ TEST(VLData, SamplesAreFixedBySeedAndIndexAndCaptionsDescribeTheImage) {
     }
   }
   EXPECT_GT(captions.size(), 20u);
-  EXPECT_EQ(big.captions.size(1), kVLCaptionTokens);
-  EXPECT_LT(big.captions.max().item<int64_t>(), static_cast<int64_t>(vl_vocabulary().size()));
+  EXPECT_EQ(big.captions.size(1), data::kVLCaptionTokens);
+  EXPECT_LT(big.captions.max().item<int64_t>(), static_cast<int64_t>(data::vl_vocabulary().size()));
 }
 
 }  // namespace

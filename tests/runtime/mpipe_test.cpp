@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "model/gpt.hpp"
+#include "model/gpt_stages.hpp"
 #include "model/lm_loss.hpp"
 #include "model/preprocess.hpp"
 #include "runtime/pipeline.hpp"
@@ -94,9 +95,18 @@ TEST(GPTPreprocess, HoldsTheEmbeddingAndTheFirstTLayersUnderGlobalNames) {
   EXPECT_THROW(model::GPTPreprocess(tiny(false), 4), std::invalid_argument);
 }
 
-void expect_rejected(const PipelineOptions& o, const std::string& needle) {
+// The checks a GPT under MPipe gets before any process group: the runtime's
+// (the schedule) and the model's (T against stage 0's first chunk).
+void check(const schedule::ScheduleOptions& s, const model::GPTStagesOptions& g) {
+  PipelineOptions o;
+  o.schedule = s;
+  validate_pipeline_options(o);
+  model::check_gpt_layout(g, s);
+}
+
+void expect_rejected(const schedule::ScheduleOptions& s, const model::GPTStagesOptions& g, const std::string& needle) {
   try {
-    validate_pipeline_options(o);
+    check(s, g);
     ADD_FAILURE() << "accepted; expected an error containing: " << needle;
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -104,40 +114,45 @@ void expect_rejected(const PipelineOptions& o, const std::string& needle) {
 }
 
 TEST(MPipeOptions, BadLayoutsAreRejectedBeforeAnyProcessGroup) {
-  PipelineOptions o;
-  o.model = tiny(false);
-  o.model.num_layers = 8;
-  o.schedule.kind = schedule::ScheduleKind::MPipe;
-  o.schedule.pp = 2;
-  o.schedule.vpp = 2;
-  o.schedule.micro_batches = 4;
-  o.schedule.mpipe.transpose_layers = 1;
-  EXPECT_NO_THROW(validate_pipeline_options(o));
-  o.schedule.mpipe.transpose_layers = 2;  // chunk 0 holds 2 of the 8 layers
-  expect_rejected(o, "--transpose-layers must be < 2, the layers of stage 0's first chunk");
-  o.layers_per_stage = {3, 1, 2, 2};  // explicit counts: the real chunk decides
-  EXPECT_NO_THROW(validate_pipeline_options(o));
-  o.schedule.mpipe.transpose_layers = 3;
-  expect_rejected(o, "--transpose-layers must be < 3");
-  o.layers_per_stage.clear();
-  o.schedule.mpipe.transpose_layers = 0;
-  o.schedule.mpipe.owner_backward = true;
-  expect_rejected(o, "--owner-backward needs --transpose-layers >= 1");
-  o.schedule.mpipe.owner_backward = false;
-  o.schedule.pp = 1;
-  expect_rejected(o, "MPipe Transpose needs --pp >= 2");
-  o.schedule.pp = 2;
-  o.schedule.mpipe.transpose_layers = -1;
-  expect_rejected(o, "--transpose-layers must be >= 0");
+  model::GPTStagesOptions g;
+  g.config = tiny(false);
+  g.config.num_layers = 8;
+  schedule::ScheduleOptions s;
+  s.kind = schedule::ScheduleKind::MPipe;
+  s.pp = 2;
+  s.vpp = 2;
+  s.micro_batches = 4;
+  s.mpipe.transpose_layers = 1;
+  EXPECT_NO_THROW(check(s, g));
+  s.mpipe.transpose_layers = 2;  // chunk 0 holds 2 of the 8 layers
+  expect_rejected(s, g, "--transpose-layers must be < 2, the layers of stage 0's first chunk");
+  g.layers_per_stage = {3, 1, 2, 2};  // explicit counts: the real chunk decides
+  EXPECT_NO_THROW(check(s, g));
+  s.mpipe.transpose_layers = 3;
+  expect_rejected(s, g, "--transpose-layers must be < 3");
+  g.layers_per_stage.clear();
+  s.mpipe.transpose_layers = 0;
+  s.mpipe.owner_backward = true;
+  expect_rejected(s, g, "--owner-backward needs --transpose-layers >= 1");
+  s.mpipe.owner_backward = false;
+  s.pp = 1;
+  expect_rejected(s, g, "MPipe Transpose needs --pp >= 2");
+  s.pp = 2;
+  s.mpipe.transpose_layers = -1;
+  expect_rejected(s, g, "--transpose-layers must be >= 0");
 }
 
 TEST(MPipeOptions, APreprocessModuleIsOnlyTakenByMPipe) {
   PipelineOptions o;
-  o.model = tiny(false);
   o.schedule.kind = schedule::ScheduleKind::NoPipelining;
   o.schedule.pp = 1;
+  o.schedule.vpp = 1;
   o.schedule.micro_batches = 2;
-  EXPECT_THROW(Pipeline(o, 0, nullptr, std::make_shared<model::GPTPreprocess>(o.model, 1)), std::invalid_argument);
+  model::GPTStagesOptions g;
+  g.config = tiny(false);
+  RankModel m = model::build_gpt_stages(g, o.schedule, 0);
+  m.preprocess = model::runtime_preprocess(std::make_shared<model::GPTPreprocess>(g.config, 1));
+  EXPECT_THROW(Pipeline(o, 0, nullptr, m), std::invalid_argument);
 }
 
 TEST(ChunkLayout, RejectsLayersOutsideTheModel) {

@@ -25,10 +25,12 @@
 
 #include "comm/dist_env.hpp"
 #include "comm/process_group.hpp"
+#include "model/gpt_stages.hpp"
 #include "model/preprocess.hpp"
+#include "model/vl_stages.hpp"
+#include "model/vl_tensors.hpp"
 #include "runtime/mpipe_runtime.hpp"
 #include "runtime/pipeline.hpp"
-#include "model/vl_data.hpp"
 #include "runtime/mpipe_vl_reference.hpp"
 #include "runtime/reference.hpp"
 #include "runtime/worker_group.hpp"
@@ -64,10 +66,23 @@ Case parse_case(const std::string& s, bool vl) {
   return c;
 }
 
+struct Setup {
+  runtime::PipelineOptions pipeline;
+  model::VLStagesOptions model;  // model.text: the GPT, or the VL model's text body
+  bool vl = false;
+
+  runtime::RankModel build(int rank) const {
+    return vl ? model::build_vl_stages(model, pipeline.schedule, rank)
+              : model::build_gpt_stages(model.text, pipeline.schedule, rank);
+  }
+};
+
 // Stage 0's first chunk holds 3 layers (so T = 0, 1, 2 all leave body0 a
 // layer), every other stage 1: explicit counts, not the even split.
-runtime::PipelineOptions options(const Case& c, int pp, int vpp, schedule::ScheduleKind kind, bool vl = false) {
-  runtime::PipelineOptions o;
+Setup options(const Case& c, int pp, int vpp, schedule::ScheduleKind kind, bool vl = false) {
+  Setup s;
+  s.vl = vl;
+  runtime::PipelineOptions& o = s.pipeline;
   o.schedule.kind = kind;
   o.schedule.pp = pp;
   o.schedule.vpp = vpp;
@@ -75,34 +90,39 @@ runtime::PipelineOptions options(const Case& c, int pp, int vpp, schedule::Sched
   o.schedule.mpipe.transpose_layers = c.t;
   o.schedule.mpipe.overflow = c.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
   o.schedule.mpipe.owner_backward = c.owner;
-  o.layers_per_stage.assign(pp * vpp, 1);
-  o.layers_per_stage[0] = 3;
-  o.model.num_layers = pp * vpp + 2;
-  o.model.hidden_size = 16;
-  o.model.num_attention_heads = 2;
-  o.model.vocab_size = 32;
-  o.model.max_seq_len = 8;
-  o.model.tie_embeddings = c.tie;
-  o.model.dtype = model::DType::Float64;
-  o.model.seed = 23;
   o.executor.variable_seq_len = c.varlen;
   o.executor.pseudo_deallocate = c.varlen;
+  auto& g = s.model.text;
+  g.layers_per_stage.assign(pp * vpp, 1);
+  g.layers_per_stage[0] = 3;
+  auto& m = g.config;
+  m.num_layers = pp * vpp + 2;
+  m.hidden_size = 16;
+  m.num_attention_heads = 2;
+  m.vocab_size = 32;
+  m.max_seq_len = 8;
+  m.tie_embeddings = c.tie;
+  m.dtype = model::DType::Float64;
+  m.seed = 23;
   if (vl) {
     // One text layer per stage; 2 tower blocks over 8x8 images of 4 patches.
-    o.model_kind = runtime::ModelKind::VL;
-    o.layers_per_stage.assign(pp * vpp, 1);
-    o.model.num_layers = pp * vpp;
-    o.model.tie_embeddings = false;
-    o.model.vocab_size = static_cast<int>(model::vl_vocabulary().size());
-    o.vision.num_layers = 2;
-    o.vision.image_size = 8;
-    o.vision.patch_size = 4;
-    o.vision.hidden_size = 8;
-    o.vision.num_attention_heads = 2;
-    o.vision.frozen = c.frozen;
-    o.model.max_seq_len = o.vision.num_patches() + model::kVLCaptionTokens - 1;
+    // The caption shapes are given, the GPT's are learned.
+    g.layers_per_stage.assign(pp * vpp, 1);
+    m.num_layers = pp * vpp;
+    m.tie_embeddings = false;
+    m.vocab_size = static_cast<int>(data::vl_vocabulary().size());
+    auto& v = s.model.vision;
+    v.num_layers = 2;
+    v.image_size = 8;
+    v.patch_size = 4;
+    v.hidden_size = 8;
+    v.num_attention_heads = 2;
+    v.frozen = c.frozen;
+    m.max_seq_len = v.num_patches() + data::kVLCaptionTokens - 1;
+    g.micro_batch_rows = 2;
+    g.seq_len = data::kVLCaptionTokens - 1;
   }
-  return o;
+  return s;
 }
 
 double all_reduce_sum(comm::ProcessGroup& pg, double x) {
@@ -113,34 +133,34 @@ double all_reduce_sum(comm::ProcessGroup& pg, double x) {
 
 std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg, bool vl) {
   const int rank = pg.rank(), pp = pg.world_size();
-  const auto o = options(c, pp, vpp, schedule::ScheduleKind::MPipe, vl);
-  runtime::Pipeline p(o, rank, &pg);
+  const Setup o = options(c, pp, vpp, schedule::ScheduleKind::MPipe, vl);
+  const auto& cfg = o.model.text.config;
+  runtime::Pipeline p(o.pipeline, rank, &pg, o.build(rank));
   // A replica that the broadcast failed to overwrite would show in the result.
   if (rank != 0 && p.mpipe()->preprocess()) {
     at::NoGradGuard g;
-    for (auto& [name, t] : p.mpipe()->preprocess()->named_parameters()) t.add_(0.5);
+    for (auto& [name, t] : p.mpipe()->preprocess()->parameters) t.add_(0.5);
   }
   std::map<std::string, at::Tensor> ref_grads;
   std::ostringstream err;
   for (int a = 0; a < c.accum; ++a) {
-    std::vector<at::Tensor> micros, images, mine;
+    std::vector<at::Tensor> micros, images;
     testing::ReferenceStep ref;
     runtime::StepResult r;
+    // Spec D4: a rank reads the data of the micros it owns, nothing else.
     if (vl) {
       for (int m = 0; m < c.mb; ++m) {
-        auto b = model::make_vl_batch(o.vision, 2, 7, 2 * (a * c.mb + m), at::kDouble);
+        auto b = testing::make_vl_tensors(o.model.vision.image_size, 2, 7, 2 * (a * c.mb + m), at::kDouble);
         micros.push_back(b.captions);
         images.push_back(b.images);
-        // Spec D4: a rank reads the data of the micros it owns, nothing else.
-        mine.push_back(schedule::mpipe_owner(o.schedule, m) == rank ? b.images : at::Tensor());
       }
-      r = p.step(micros, mine);
-      ref = testing::vl_reference_step(o.model, o.vision, micros, images);
+      r = p.step(testing::rank_share(p, model::vl_micro_batches(micros, images)));
+      ref = testing::vl_reference_step(cfg, o.model.vision, micros, images);
     } else {
       micros = testing::make_micro_tokens(c.mb, 2, c.varlen ? std::vector<int>{7, 3, 5} : std::vector<int>{6},
-                                          o.model.vocab_size, 100 + a);
-      r = p.step(micros);
-      ref = testing::reference_step(o.model, micros);
+                                          cfg.vocab_size, 100 + a);
+      r = p.step(testing::rank_share(p, model::lm_micro_batches(micros)));
+      ref = testing::reference_step(cfg, micros);
     }
     const double e = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss));
     if (!(e < 1e-10)) err << " loss of run " << a << " off by " << e;
@@ -205,10 +225,12 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") {
       Case c;
       c.t = std::atoi(argv[3]);
-      auto o = options(c, env.world_size, vpp, schedule::ScheduleKind::MPipe);
-      auto pre = std::make_shared<model::GPTPreprocess>(o.model, env.rank == 1 ? c.t + 1 : c.t);
+      const Setup o = options(c, env.world_size, vpp, schedule::ScheduleKind::MPipe);
+      runtime::RankModel m = o.build(env.rank);
+      if (env.rank == 1)
+        m.preprocess = model::runtime_preprocess(std::make_shared<model::GPTPreprocess>(o.model.text.config, c.t + 1));
       try {
-        runtime::Pipeline p(o, env.rank, &pg, pre);
+        runtime::Pipeline p(o.pipeline, env.rank, &pg, m);
         std::cout << "FAIL mismatch: rank " << env.rank << " built a pipeline" << std::endl;
         return 1;
       } catch (const std::invalid_argument& e) {

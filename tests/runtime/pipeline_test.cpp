@@ -2,6 +2,7 @@
 // local stage hand-off and tied-copy handling against the reference step.
 #include <gtest/gtest.h>
 
+#include "model/gpt_stages.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
@@ -27,12 +28,13 @@ TEST_P(OneRankPipeline, LossAndGradientsEqualTheReference) {
   o.schedule.pp = 1;
   o.schedule.vpp = c.vpp;
   o.schedule.micro_batches = c.mb;
-  o.model = tiny_config(c.tie);
-  Pipeline p(o, 0, nullptr);
-  auto micros = testing::make_micro_tokens(c.mb, 2, {6}, o.model.vocab_size, 11);
-  const StepResult r = p.step(micros);
+  model::GPTStagesOptions g;
+  g.config = tiny_config(c.tie);
+  Pipeline p(o, 0, nullptr, model::build_gpt_stages(g, o.schedule, 0));
+  auto micros = testing::make_micro_tokens(c.mb, 2, {6}, g.config.vocab_size, 11);
+  const StepResult r = p.step(model::lm_micro_batches(micros));
   p.reduce_tied_grads();
-  const auto ref = testing::reference_step(o.model, micros);
+  const auto ref = testing::reference_step(g.config, micros);
   EXPECT_NEAR(r.loss, ref.loss, 1e-12);
   const auto params = p.named_parameters();
   ASSERT_EQ(params.size(), ref.grads.size());
@@ -62,15 +64,16 @@ TEST(Microbatch, SplitsAlongBatchAndMergesBack) {
 }
 
 TEST(Pipeline, RejectsBadLayoutsBeforeRunning) {
-  PipelineOptions o;
-  o.model = tiny_config(false);
-  o.schedule.kind = schedule::ScheduleKind::Interleaved;
-  o.schedule.pp = 1;
-  o.schedule.vpp = 8;  // 8 stages for 4 layers
-  EXPECT_THROW(Pipeline(o, 0, nullptr), std::invalid_argument);
-  o.schedule.vpp = 1;
-  o.model.num_attention_heads = 3;
-  EXPECT_THROW(Pipeline(o, 0, nullptr), std::invalid_argument);
+  schedule::ScheduleOptions s;
+  s.kind = schedule::ScheduleKind::Interleaved;
+  s.pp = 1;
+  s.vpp = 8;  // 8 stages for 4 layers
+  model::GPTStagesOptions g;
+  g.config = tiny_config(false);
+  EXPECT_THROW(model::build_gpt_stages(g, s, 0), std::invalid_argument);
+  s.vpp = 1;
+  g.config.num_attention_heads = 3;
+  EXPECT_THROW(model::build_gpt_stages(g, s, 0), std::invalid_argument);
 }
 
 }  // namespace

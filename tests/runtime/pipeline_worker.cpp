@@ -6,7 +6,10 @@
 // For each case: one pipelined step in double precision, then this rank's
 // loss and the gradient of every parameter it holds are compared with the
 // single-process reference step, which every rank computes itself (same seed,
-// same batch). Prints one line per case; exits 1 on the first mismatch.
+// same batch). A rank is given only the data it reads (Pipeline::input_micros,
+// reads_targets). Fixed-length cases alternate between receive shapes given
+// by the model and shapes the runtime learns on the first step. Prints one
+// line per case; exits 1 on the first mismatch.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -16,6 +19,7 @@
 
 #include "comm/dist_env.hpp"
 #include "comm/process_group.hpp"
+#include "model/gpt_stages.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
 #include "runtime/worker_group.hpp"
@@ -36,25 +40,30 @@ int main(int argc, char** argv) {
       o.schedule.pp = env.world_size;
       o.schedule.vpp = std::atoi(argv[2]);
       o.schedule.micro_batches = std::atoi(argv[i]);
-      o.model.num_layers = 2 * o.schedule.pp * o.schedule.vpp;
-      o.model.hidden_size = 16;
-      o.model.num_attention_heads = 2;
-      o.model.vocab_size = 32;
-      o.model.max_seq_len = 8;
-      o.model.tie_embeddings = std::atoi(argv[i + 1]);
-      o.model.dtype = model::DType::Float64;
-      o.model.seed = 17 + i;
+      model::GPTStagesOptions g;
+      auto& m = g.config;
+      m.num_layers = 2 * o.schedule.pp * o.schedule.vpp;
+      m.hidden_size = 16;
+      m.num_attention_heads = 2;
+      m.vocab_size = 32;
+      m.max_seq_len = 8;
+      m.tie_embeddings = std::atoi(argv[i + 1]);
+      m.dtype = model::DType::Float64;
+      m.seed = 17 + i;
       o.executor.pseudo_deallocate = std::atoi(argv[i + 2]);
       o.executor.variable_seq_len = std::atoi(argv[i + 3]);
+      const bool given_shapes = !o.executor.variable_seq_len && (i / 4) % 2 == 0;
+      if (given_shapes) g.micro_batch_rows = 2, g.seq_len = 6;
       const std::string name = std::string(argv[1]) + " pp=" + std::to_string(o.schedule.pp) +
                                " vpp=" + argv[2] + " mb=" + argv[i] + " tie=" + argv[i + 1] +
-                               " dealloc=" + argv[i + 2] + " varlen=" + argv[i + 3];
-      runtime::Pipeline p(o, env.rank, &pg);
+                               " dealloc=" + argv[i + 2] + " varlen=" + argv[i + 3] +
+                               (given_shapes ? " shapes=given" : " shapes=learned");
+      runtime::Pipeline p(o, env.rank, &pg, model::build_gpt_stages(g, o.schedule, env.rank));
       const std::vector<int> lens = o.executor.variable_seq_len ? std::vector<int>{7, 3, 5} : std::vector<int>{6};
-      auto micros = testing::make_micro_tokens(o.schedule.micro_batches, 2, lens, o.model.vocab_size, 5 + i);
-      const auto r = p.step(micros);
+      auto micros = testing::make_micro_tokens(o.schedule.micro_batches, 2, lens, m.vocab_size, 5 + i);
+      const auto r = p.step(testing::rank_share(p, model::lm_micro_batches(micros)));
       p.reduce_tied_grads();
-      const auto ref = testing::reference_step(o.model, micros);
+      const auto ref = testing::reference_step(m, micros);
       double worst = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss));
       std::string worst_name = "loss";
       for (const auto& [pname, t] : p.named_parameters()) {

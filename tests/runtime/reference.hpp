@@ -11,6 +11,7 @@
 
 #include "model/gpt.hpp"
 #include "model/lm_loss.hpp"
+#include "runtime/pipeline.hpp"
 
 namespace hp::testing {
 
@@ -61,6 +62,19 @@ inline std::vector<at::Tensor> make_micro_tokens(int micro_batches, int rows, st
     out.push_back(at::randint(vocab, {rows, seq + 1}, gen, at::TensorOptions().dtype(at::kLong)));
   }
   return out;
+}
+
+// What rank p.rank() reads of the micro-batches (spec D4): the inputs of
+// p.input_micros(), the targets where p.reads_targets(); the rest cleared, so
+// a runtime that touches data its rank does not read fails.
+inline std::vector<runtime::MicroBatch> rank_share(const runtime::Pipeline& p, std::vector<runtime::MicroBatch> micros) {
+  std::vector<bool> read(micros.size(), false);
+  for (int m : p.input_micros()) read.at(m) = true;
+  for (size_t m = 0; m < micros.size(); ++m) {
+    if (!read[m]) micros[m].input = at::Tensor();
+    if (!p.reads_targets()) micros[m].target = at::Tensor();
+  }
+  return micros;
 }
 
 // Largest |a - b| / (1 + |b|) over every element.

@@ -4,7 +4,6 @@
 
 #include <cmath>
 
-#include "train/grad_accumulation.hpp"
 #include "train/grad_clip.hpp"
 
 namespace hp::train {
@@ -89,29 +88,6 @@ TEST(GradClip, RejectsBadInput) {
     EXPECT_NE(std::string(e.what()).find("--clip-grad"), std::string::npos) << e.what();
   }
   EXPECT_THROW(clip_grad_norm(p, GradClipOptions{}, nullptr, {"missing"}), std::invalid_argument);
-}
-
-TEST(GradAccumulation, SnapshotZeroesAndAddsBack) {
-  auto p = rank_params();
-  p.emplace("nograd", at::zeros({1}, at::kDouble).requires_grad_(true));
-  const GradSnapshot snap = take_grad_snapshot(p);
-  EXPECT_EQ(snap.size(), 3u);
-  EXPECT_EQ(p.at("a").grad().abs().sum().item<double>(), 0.0);
-  EXPECT_TRUE(p.at("a").grad().defined());
-  // "This run's" contribution, then "reduced" (doubled), then the snapshot back.
-  at::NoGradGuard g;
-  p.at("a").mutable_grad().add_(1.0);
-  p.at("a").mutable_grad().mul_(2.0);
-  add_grad_snapshot(p, snap);
-  EXPECT_DOUBLE_EQ(p.at("a").grad()[0].item<double>(), 3.0 + 2.0);
-  EXPECT_DOUBLE_EQ(p.at("a").grad()[1].item<double>(), 4.0 + 2.0);
-  EXPECT_DOUBLE_EQ(p.at("b").grad()[0].item<double>(), 12.0);
-  // An undefined grad becomes a copy.
-  NamedParams q{{"x", at::zeros({2}, at::kDouble).requires_grad_(true)}};
-  add_grad_snapshot(q, {{"x", at::ones({2}, at::kDouble)}});
-  EXPECT_DOUBLE_EQ(q.at("x").grad().sum().item<double>(), 2.0);
-  EXPECT_THROW(add_grad_snapshot(q, {{"y", at::ones({2})}}), std::invalid_argument);
-  EXPECT_THROW(add_grad_snapshot(q, {{"x", at::ones({3})}}), std::invalid_argument);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-#include "train/grad_accumulation.hpp"
+#include "runtime/grad_snapshot.hpp"
 
 #include <ATen/ATen.h>
 
 #include <sstream>
 #include <stdexcept>
 
-namespace hp::train {
+namespace hp::runtime {
 
 GradSnapshot take_grad_snapshot(const NamedParams& params) {
   at::NoGradGuard no_grad;
@@ -41,4 +41,4 @@ void add_grad_snapshot(const NamedParams& params, const GradSnapshot& snapshot) 
   }
 }
 
-}  // namespace hp::train
+}  // namespace hp::runtime

@@ -1,7 +1,8 @@
 // Gradient snapshots for accumulating over several runs of a step, when only
 // the latest run's contribution may go through a collective (DESIGN.md section
-// 2, owner-backward: "only this run's contribution is reduced, then the
-// earlier snapshot is added back"):
+// 2, MPipe owner-backward: "only this run's contribution is reduced, then the
+// earlier snapshot is added back"; the same holds for any gradient reduction
+// inside an accumulation window):
 //   auto snap = take_grad_snapshot(params);   // keeps the grads so far, zeroes them
 //   ... backward of this run; reduce the grads ...
 //   add_grad_snapshot(params, snap);          // grad += earlier contribution
@@ -10,10 +11,14 @@
 // whatever happens to the grads in between.
 #pragma once
 
-#include "train/named_params.hpp"
+#include <ATen/core/Tensor.h>
 
-namespace hp::train {
+#include <map>
+#include <string>
 
+namespace hp::runtime {
+
+using NamedParams = std::map<std::string, at::Tensor>;
 // name -> copy of the grad, for every parameter whose grad is defined.
 using GradSnapshot = NamedParams;
 
@@ -26,4 +31,4 @@ GradSnapshot take_grad_snapshot(const NamedParams& params);
 // shape that differs.
 void add_grad_snapshot(const NamedParams& params, const GradSnapshot& snapshot);
 
-}  // namespace hp::train
+}  // namespace hp::runtime

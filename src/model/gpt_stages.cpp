@@ -1,0 +1,87 @@
+#include "model/gpt_stages.hpp"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "model/gpt.hpp"
+#include "model/lm_loss.hpp"
+#include "model/preprocess.hpp"
+
+namespace hp::model {
+namespace {
+
+int transposed_layers(const schedule::ScheduleOptions& layout) {
+  return layout.kind == schedule::ScheduleKind::MPipe ? layout.mpipe.transpose_layers : 0;
+}
+
+runtime::PipelineStage chunk_stage(std::shared_ptr<GPTChunk> chunk) {
+  runtime::PipelineStage s;
+  s.index = chunk->stage();
+  for (const auto& p : chunk->named_parameters()) s.parameters.emplace_back(p.key(), p.value());
+  s.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch&) { return chunk->forward(x); };
+  return s;
+}
+
+}  // namespace
+
+Partition gpt_partition(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout) {
+  if (o.layers_per_stage.empty()) return Partition::even(o.config.num_layers, layout.pp, layout.vpp);
+  return Partition::from_counts(o.config.num_layers, layout.pp, layout.vpp, o.layers_per_stage);
+}
+
+void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout) {
+  o.config.validate();
+  const Partition partition = gpt_partition(o, layout);
+  const int t = transposed_layers(layout);
+  if (t < 0) throw std::invalid_argument("--transpose-layers must be >= 0, got " + std::to_string(t));
+  if (t > 0 && t >= partition.count(0))
+    throw std::invalid_argument("--transpose-layers must be < " + std::to_string(partition.count(0)) +
+                                ", the layers of stage 0's first chunk (" + partition.describe() +
+                                "), so its body keeps a layer; got " + std::to_string(t));
+}
+
+runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout, int rank) {
+  check_gpt_layout(o, layout);
+  const Partition partition = gpt_partition(o, layout);
+  const TransformerConfig& cfg = o.config;
+  auto chunks = build_rank_chunks(cfg, partition, rank);
+  runtime::RankModel m;
+  const int t = transposed_layers(layout);
+  if (t > 0) {
+    m.preprocess = runtime_preprocess(std::make_shared<GPTPreprocess>(cfg, t), o.micro_batch_rows, o.seq_len);
+    if (rank == 0) {
+      ChunkLayout body0;
+      body0.stage = 0;
+      body0.head = partition.is_last(0);
+      body0.layer_begin = t;
+      body0.layer_end = partition.end(0);
+      chunks[0] = std::make_shared<GPTChunk>(cfg, body0);
+    }
+  }
+  for (auto& chunk : chunks) m.stages.push_back(chunk_stage(chunk));
+  m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
+  if (cfg.tie_embeddings) m.tied_parameters = {"embedding.word.weight"};
+  if (o.micro_batch_rows > 0 && o.seq_len > 0) {
+    const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, cfg.hidden_size};
+    const auto dtype = cfg.dtype == DType::Float64 ? at::kDouble : at::kFloat;
+    m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
+  }
+  return m;
+}
+
+std::vector<runtime::MicroBatch> lm_micro_batches(const std::vector<at::Tensor>& tokens) {
+  std::vector<runtime::MicroBatch> out;
+  for (const auto& t : tokens) {
+    if (t.dim() != 2 || t.size(1) < 2)
+      throw std::invalid_argument("a language-model micro-batch is token ids [rows, seq + 1] with seq >= 1");
+    runtime::MicroBatch m;
+    m.input = t.slice(1, 0, t.size(1) - 1);
+    m.target = t.slice(1, 1, t.size(1));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace hp::model

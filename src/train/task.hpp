@@ -1,0 +1,45 @@
+// Task: what the trainer trains, a model family and its data, handed to
+// train() the way Megatron's pretrain() takes a model provider and a dataset
+// provider. The trainer knows nothing of any model: GPT (train/gpt_task.hpp),
+// VL (train/vl_task.hpp) and any user model are Tasks.
+//
+// Contract: every rank builds an equal Task; the methods are called from the
+// rank's thread. batch() is deterministic in (index, seed), so every rank's
+// share of a batch comes from the same global batch and a resumed run sees
+// the batches the uninterrupted run would have.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/rank_model.hpp"
+#include "schedule/schedule.hpp"
+
+namespace hp::train {
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  // Checks the model and the data against the layout before any process
+  // group exists; throws std::invalid_argument naming the flag.
+  virtual void validate(const schedule::ScheduleOptions& layout) const = 0;
+  // This rank's stages, loss, tied names and MPipe preprocess.
+  virtual runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank) const = 0;
+  // Batch `index` as `micro_batches` micro-batches, filled only where this
+  // rank reads (runtime::Pipeline::input_micros / reads_targets); `extra`
+  // wherever the task's stages use it.
+  virtual std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches,
+                                                 const std::vector<int>& input_micros, bool targets) const = 0;
+  // What a checkpoint must agree on to load into this model (a JSON object as
+  // text; the pipeline layout is not part of it).
+  virtual std::string checkpoint_metadata() const = 0;
+  // One line for the job's banner.
+  virtual std::string describe() const = 0;
+};
+
+// Clears what a rank does not read: the input outside input_micros, the
+// targets unless `targets` (a task that samples whole batches calls it last).
+void keep_what_is_read(std::vector<runtime::MicroBatch>& micros, const std::vector<int>& input_micros, bool targets);
+
+}  // namespace hp::train

@@ -1,0 +1,83 @@
+#include "train/vl_task.hpp"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <stdexcept>
+
+#include "data/vl_data.hpp"
+#include "train/gpt_task.hpp"
+
+namespace hp::train {
+
+VlTask::VlTask(VlTaskOptions options) : options_(std::move(options)) {
+  options_.text.max_seq_len = options_.vision.num_patches() + caption_inputs();
+}
+
+int VlTask::caption_inputs() { return data::kVLCaptionTokens - 1; }
+
+model::VLStagesOptions VlTask::stages() const {
+  model::VLStagesOptions s;
+  s.text.config = options_.text;
+  s.text.layers_per_stage = options_.layers_per_stage;
+  s.text.micro_batch_rows = options_.micro_batch_size;
+  s.text.seq_len = caption_inputs();
+  s.vision = options_.vision;
+  return s;
+}
+
+void VlTask::validate(const schedule::ScheduleOptions& layout) const {
+  if (options_.micro_batch_size < 1)
+    throw std::invalid_argument("--micro-batch-size must be >= 1, got " + std::to_string(options_.micro_batch_size));
+  const int words = static_cast<int>(data::vl_vocabulary().size());
+  if (options_.text.vocab_size < words)
+    throw std::invalid_argument("--vocab " + std::to_string(options_.text.vocab_size) +
+                                " is too small for --model vl's " + std::to_string(words) + " caption words");
+  model::check_vl_layout(stages(), layout);
+}
+
+runtime::RankModel VlTask::build(const schedule::ScheduleOptions& layout, int rank) const {
+  return model::build_vl_stages(stages(), layout, rank);
+}
+
+std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_batches,
+                                               const std::vector<int>& input_micros, bool targets) const {
+  const int rows = options_.micro_batch_size;
+  const int s = options_.vision.image_size;
+  const auto dtype = options_.text.dtype == model::DType::Float64 ? at::kDouble : at::kFloat;
+  const std::set<int> read(input_micros.begin(), input_micros.end());
+  std::vector<at::Tensor> captions, images;
+  for (int m = 0; m < micro_batches; ++m) {
+    const std::int64_t first = (index * micro_batches + m) * rows;
+    data::VLBatch b = data::make_vl_batch(s, rows, options_.text.seed, first, read.count(m) > 0);
+    captions.push_back(at::tensor(b.captions, at::kLong).view({rows, data::kVLCaptionTokens}));
+    images.push_back(b.images.empty() ? at::Tensor()
+                                      : at::tensor(b.images, at::kFloat).view({rows, data::kVLChannels, s, s}).to(dtype));
+  }
+  auto micros = model::vl_micro_batches(captions, images);
+  keep_what_is_read(micros, input_micros, targets);
+  return micros;
+}
+
+std::string VlTask::checkpoint_metadata() const {
+  const model::VisionConfig& v = options_.vision;
+  auto j = nlohmann::json::parse(gpt_checkpoint_metadata(options_.text));
+  // A frozen tower has the same shape: freezing may change between runs.
+  j["model"] = "vl";
+  j["vision-layers"] = v.num_layers;
+  j["image-size"] = v.image_size;
+  j["patch-size"] = v.patch_size;
+  j["vision-hidden"] = v.hidden_size;
+  j["vision-heads"] = v.num_attention_heads;
+  return j.dump();
+}
+
+std::string VlTask::describe() const {
+  const auto& v = options_.vision;
+  return "vl: micro-batch-size=" + std::to_string(options_.micro_batch_size) + " | " + options_.text.describe() +
+         " | --vision-layers " + std::to_string(v.num_layers) + " --image-size " + std::to_string(v.image_size) +
+         (v.frozen ? " (frozen)" : "");
+}
+
+}  // namespace hp::train

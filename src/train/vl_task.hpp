@@ -1,0 +1,42 @@
+// VlTask: the VL model (model/vl_stages.hpp) on the embedded synthetic
+// captioned images (data/vl_data.hpp). Batch `index` is samples
+// [index * rows, (index + 1) * rows) of the stream, rows = micro_batch_size *
+// micro_batches; a rank generates only the images it reads (under MPipe, the
+// images of the micros it owns), captions wherever stage 0 or the loss needs them.
+#pragma once
+
+#include <string>
+
+#include "model/vl_stages.hpp"
+#include "train/task.hpp"
+
+namespace hp::train {
+
+struct VlTaskOptions {
+  model::TransformerConfig text;      // max_seq_len is set to the patches + caption tokens
+  model::VisionConfig vision;
+  std::vector<int> layers_per_stage;  // text layers per global stage; empty: even split
+  int micro_batch_size = 2;
+};
+
+class VlTask : public Task {
+ public:
+  explicit VlTask(VlTaskOptions options);
+
+  void validate(const schedule::ScheduleOptions& layout) const override;
+  runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank) const override;
+  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
+                                         bool targets) const override;
+  std::string checkpoint_metadata() const override;
+  std::string describe() const override;
+
+  // The caption's input tokens: the text length of every VL micro-batch.
+  static int caption_inputs();
+
+ private:
+  model::VLStagesOptions stages() const;
+
+  VlTaskOptions options_;
+};
+
+}  // namespace hp::train
