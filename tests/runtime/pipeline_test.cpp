@@ -2,8 +2,12 @@
 // local stage hand-off and tied-copy handling against the reference step.
 #include <gtest/gtest.h>
 
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/nn/modules/linear.h>
+
 #include "model/gpt_stages.hpp"
 #include "runtime/microbatch.hpp"
+#include "runtime/module_stage.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
 
@@ -74,6 +78,103 @@ TEST(Pipeline, RejectsBadLayoutsBeforeRunning) {
   s.vpp = 1;
   g.config.num_attention_heads = 3;
   EXPECT_THROW(model::build_gpt_stages(g, s, 0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace hp::runtime
+
+namespace hp::runtime {
+namespace {
+
+// A user's own modules through the public API: two Linear stages on one rank
+// (interleaved, v = 2), the first and last sharing a tied weight by name.
+struct UserModel {
+  torch::nn::Linear first{torch::nn::LinearOptions(4, 4).bias(false)};
+  torch::nn::Linear last{torch::nn::LinearOptions(4, 4).bias(false)};
+  UserModel() {
+    first->to(at::kDouble);
+    last->to(at::kDouble);
+    at::NoGradGuard g;
+    first->weight.copy_(at::linspace(-1, 1, 16, at::kDouble).view({4, 4}));
+    last->weight.copy_(first->weight);
+  }
+  RankModel rank_model(bool tie) {
+    RankModel m;
+    m.stages.push_back(module_stage(0, first, tie ? "" : "a."));
+    m.stages.push_back(module_stage(1, last, tie ? "" : "b."));
+    m.loss = [](const at::Tensor& out, const at::Tensor& t) { return (out - t).pow(2).mean(); };
+    if (tie) m.tied_parameters = {"weight"};
+    return m;
+  }
+};
+
+PipelineOptions two_chunks(int mb) {
+  PipelineOptions o;
+  o.schedule.kind = schedule::ScheduleKind::Interleaved;
+  o.schedule.pp = 1;
+  o.schedule.vpp = 2;
+  o.schedule.micro_batches = mb;
+  return o;
+}
+
+std::vector<MicroBatch> user_micros(int mb) {
+  std::vector<MicroBatch> out(mb);
+  for (int m = 0; m < mb; ++m) {
+    out[m].input = at::full({2, 4}, 0.1 * (m + 1), at::kDouble);
+    out[m].target = at::full({2, 4}, 0.5, at::kDouble);
+  }
+  return out;
+}
+
+TEST(UserPipeline, ModulesByGlobalIndexWithATiedWeightEqualPlainAutograd) {
+  UserModel u;
+  Pipeline p(two_chunks(3), 0, nullptr, u.rank_model(/*tie=*/true));
+  const auto micros = user_micros(3);
+  const StepResult r = p.step(micros);
+  p.reduce_tied_grads();
+  // By hand: one weight used twice; the loss is the mean over all targets.
+  const at::Tensor w = at::linspace(-1, 1, 16, at::kDouble).view({4, 4}).requires_grad_(true);
+  at::Tensor want = at::zeros({}, at::kDouble);
+  for (const auto& m : micros) want = want + (at::linear(at::linear(m.input, w), w) - m.target).pow(2).mean() / 3;
+  torch::autograd::backward({want});
+  EXPECT_NEAR(r.loss, want.item<double>(), 1e-14);
+  EXPECT_EQ(r.tokens, 3 * 8);
+  const auto params = p.named_parameters();
+  ASSERT_EQ(params.size(), 1u);
+  EXPECT_TRUE(params.at("weight").grad().allclose(w.grad(), 1e-12, 1e-14));
+  // The copies share storage, so one optimizer update moves both.
+  EXPECT_EQ(u.first->weight.data_ptr(), u.last->weight.data_ptr());
+  EXPECT_TRUE(u.last->weight.grad().equal(u.first->weight.grad()));
+  EXPECT_TRUE(p.duplicate_parameter_names().empty());
+}
+
+TEST(UserPipeline, WhatARankHandsInIsCheckedBeforeRunning) {
+  auto expect = [](const std::function<void()>& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted; expected: " << needle;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  UserModel u;
+  RankModel m = u.rank_model(true);
+  m.tied_parameters.clear();
+  expect([&] { Pipeline(two_chunks(2), 0, nullptr, m); }, "parameter weight is held twice on rank 0");
+  m = u.rank_model(false);
+  m.stages.pop_back();
+  expect([&] { Pipeline(two_chunks(2), 0, nullptr, m); }, "runs stages {0, 1} but was given {0}");
+  m = u.rank_model(false);
+  m.loss = nullptr;
+  expect([&] { Pipeline(two_chunks(2), 0, nullptr, m); }, "holds the last stage but the model has no loss");
+  m = u.rank_model(false);
+  Pipeline p(two_chunks(2), 0, nullptr, m);
+  auto micros = user_micros(2);
+  expect([&] { p.step(user_micros(3)); }, "the step got 3 micro-batches");
+  micros[1].target = at::Tensor();
+  expect([&] { p.step(micros); }, "micro-batch 1 has no target");
+  EXPECT_EQ(p.input_micros(), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(p.reads_targets());
 }
 
 }  // namespace
