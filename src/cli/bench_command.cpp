@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli/job.hpp"
+#include "cli/option_flags.hpp"
 #include "model/gpt_stages.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/pipeline.hpp"
@@ -179,7 +180,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
           },
           [a](comm::ProcessGroup* pg) { return bench_rank(*a, pg); });
     } catch (const std::exception& e) {
-      std::cerr << "hyperpipe bench: error: " << e.what() << "\n";
+      std::cerr << "hyperpipe bench: error: " << with_flags(e.what(), job_flags()) << "\n";
       *exit_code = 2;
     }
   });

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cli/option_flags.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/render.hpp"
 #include "schedule/schedule_io.hpp"
@@ -176,7 +177,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
     try {
       run_plan(*args);
     } catch (const std::exception& e) {
-      std::cerr << "hyperpipe plan: error: " << e.what() << "\n";
+      std::cerr << "hyperpipe plan: error: " << with_flags(e.what(), plan_flags()) << "\n";
       *exit_code = 2;
     }
   });

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/job.hpp"
+#include "cli/option_flags.hpp"
 #include "train/gpt_task.hpp"
 #include "train/trainer.hpp"
 #include "train/vl_task.hpp"
@@ -171,7 +172,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
           a->job, [a](int world) { resolve(*a, world); },
           [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
     } catch (const std::exception& e) {
-      std::cerr << "hyperpipe train: error: " << e.what() << "\n";
+      std::cerr << "hyperpipe train: error: " << with_flags(e.what(), job_flags()) << "\n";
       *exit_code = as_rank ? 1 : 2;
     }
   });

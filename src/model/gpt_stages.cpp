@@ -35,9 +35,9 @@ void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions
   o.config.validate();
   const Partition partition = gpt_partition(o, layout);
   const int t = transposed_layers(layout);
-  if (t < 0) throw std::invalid_argument("--transpose-layers must be >= 0, got " + std::to_string(t));
+  if (t < 0) throw std::invalid_argument("schedule.mpipe.transpose_layers must be >= 0, got " + std::to_string(t));
   if (t > 0 && t >= partition.count(0))
-    throw std::invalid_argument("--transpose-layers must be < " + std::to_string(partition.count(0)) +
+    throw std::invalid_argument("schedule.mpipe.transpose_layers must be < " + std::to_string(partition.count(0)) +
                                 ", the layers of stage 0's first chunk (" + partition.describe() +
                                 "), so its body keeps a layer; got " + std::to_string(t));
 }

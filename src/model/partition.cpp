@@ -9,12 +9,12 @@ namespace {
 [[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
 void check_degrees(int pp, int vpp) {
-  if (pp < 1) fail("--pp must be at least 1, got " + std::to_string(pp));
-  if (vpp < 1) fail("--vpp must be at least 1, got " + std::to_string(vpp));
+  if (pp < 1) fail("schedule.pp must be at least 1, got " + std::to_string(pp));
+  if (vpp < 1) fail("schedule.vpp must be at least 1, got " + std::to_string(vpp));
 }
 
 std::string stages_text(int pp, int vpp) {
-  return std::to_string(pp * vpp) + " stages (--pp " + std::to_string(pp) + " x --vpp " +
+  return std::to_string(pp * vpp) + " stages (schedule.pp " + std::to_string(pp) + " x schedule.vpp " +
          std::to_string(vpp) + ")";
 }
 
@@ -76,10 +76,10 @@ void Partition::check_stage(int stage) const {
 
 int Partition::stage(int rank, int chunk) const {
   if (rank < 0 || rank >= pp_) {
-    fail("rank " + std::to_string(rank) + " is out of range for --pp " + std::to_string(pp_));
+    fail("rank " + std::to_string(rank) + " is out of range for schedule.pp " + std::to_string(pp_));
   }
   if (chunk < 0 || chunk >= vpp_) {
-    fail("chunk " + std::to_string(chunk) + " is out of range for --vpp " + std::to_string(vpp_));
+    fail("chunk " + std::to_string(chunk) + " is out of range for schedule.vpp " + std::to_string(vpp_));
   }
   return chunk * pp_ + rank;
 }

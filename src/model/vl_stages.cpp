@@ -29,7 +29,7 @@ void check_vl_layout(const VLStagesOptions& o, const schedule::ScheduleOptions& 
                                 " image patches, which come first");
   const int t = transposed_blocks(layout);
   if (t < 0 || t > o.vision.num_layers)
-    throw std::invalid_argument("--transpose-layers counts vision tower blocks for --model vl: 0 <= T <= "
+    throw std::invalid_argument("schedule.mpipe.transpose_layers counts vision tower blocks for --model vl: 0 <= T <= "
                                 "--vision-layers " + std::to_string(o.vision.num_layers) + ", got " +
                                 std::to_string(t));
   // The schedule as the runtime will build it: a frozen tower is a frozen preprocess.

@@ -54,7 +54,7 @@ Executor::Executor(const schedule::ScheduleOptions& layout, int rank, comm::Proc
       loss_(std::move(loss)),
       output_spec_(std::move(output_spec)),
       options_(options) {
-  if (layout_.pp > 1 && !pg_) throw std::invalid_argument("Executor: a layout with pipeline.pp > 1 needs a process group");
+  if (layout_.pp > 1 && !pg_) throw std::invalid_argument("Executor: a layout with schedule.pp > 1 needs a process group");
   if (pg_) p2p_ = std::make_unique<comm::P2P>(*pg_);
   if (output_spec_) {
     declare_known_shapes(kAct);

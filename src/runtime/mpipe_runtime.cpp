@@ -48,13 +48,13 @@ MPipeRuntime::MPipeRuntime(const schedule::ScheduleOptions& layout, int rank, co
     : layout_(layout), rank_(rank), pg_(pg), preprocess_(std::move(preprocess)) {
   if (layout_.kind != schedule::ScheduleKind::MPipe)
     throw std::invalid_argument("MPipeRuntime needs --schedule mpipe");
-  if (!pg_) throw std::invalid_argument("MPipe Transpose needs a process group (pipeline.pp >= 2)");
+  if (!pg_) throw std::invalid_argument("MPipe Transpose needs a process group (schedule.pp >= 2)");
   const int t = layout_.mpipe.transpose_layers;
   if (t == 0 && preprocess_)
-    throw std::invalid_argument("mpipe.transpose_layers 0 transposes only the data load, but a preprocess module "
+    throw std::invalid_argument("schedule.mpipe.transpose_layers 0 transposes only the data load, but a preprocess module "
                                 "was given");
   if (t > 0 && !preprocess_)
-    throw std::invalid_argument("mpipe.transpose_layers " + str(t) + " needs a preprocess module on every rank");
+    throw std::invalid_argument("schedule.mpipe.transpose_layers " + str(t) + " needs a preprocess module on every rank");
   if (preprocess_ && !preprocess_->forward) throw std::invalid_argument("the MPipe preprocess has no forward");
   for (const auto& [name, p] : parameters()) trainable_ = trainable_ || p.requires_grad();
   if (preprocess_ && trainable_ == layout_.mpipe.frozen_preprocess)
@@ -256,7 +256,7 @@ void MPipeRuntime::check_structure() {
     throw std::invalid_argument("the MPipe preprocess module differs between ranks: " + bad +
                                 " differ from rank 0 (" + str(static_cast<int>(info[1][0].item<std::int64_t>())) +
                                 " parameters) in parameter names, shapes or dtypes; every rank must build the "
-                                "same preprocess (same mpipe.transpose_layers and model)");
+                                "same preprocess (same schedule.mpipe.transpose_layers and model)");
 }
 
 }  // namespace hp::runtime

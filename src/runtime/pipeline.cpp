@@ -52,19 +52,19 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
   layout.layers = 0;
   const bool mpipe = is_mpipe(options_);
   if (model_.preprocess && !mpipe)
-    throw std::invalid_argument("a preprocess module is only used by the MPipe schedule (pipeline.schedule mpipe)");
+    throw std::invalid_argument("a preprocess module is only used by the MPipe schedule (schedule.kind mpipe)");
   if (mpipe && model_.preprocess) {
     // The schedule follows the module: a preprocess nobody trains is frozen.
     const bool trainable = any_trainable(model_.preprocess->parameters);
     if (trainable && layout.mpipe.frozen_preprocess)
-      throw std::invalid_argument("mpipe.frozen_preprocess is set but the preprocess has trainable parameters");
+      throw std::invalid_argument("schedule.mpipe.frozen_preprocess is set but the preprocess has trainable parameters");
     layout.mpipe.frozen_preprocess = !trainable;
   }
   validate_pipeline_options(options_);
   if (rank < 0 || rank >= layout.pp)
-    throw std::invalid_argument("rank " + str(rank) + " is outside pipeline.pp " + str(layout.pp));
+    throw std::invalid_argument("rank " + str(rank) + " is outside schedule.pp " + str(layout.pp));
   if (pg_ && pg_->world_size() != layout.pp)
-    throw std::invalid_argument("pipeline.pp " + str(layout.pp) + " but the process group has " +
+    throw std::invalid_argument("schedule.pp " + str(layout.pp) + " but the process group has " +
                                 str(pg_->world_size()) + " ranks");
 
   std::set<int> given;
@@ -74,7 +74,7 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
   }
   const std::set<int> expected = expected_stages(layout, rank);
   if (given != expected)
-    throw std::invalid_argument("rank " + str(rank) + " of pipeline.pp " + str(layout.pp) + " x pipeline.vpp " +
+    throw std::invalid_argument("rank " + str(rank) + " of schedule.pp " + str(layout.pp) + " x schedule.vpp " +
                                 str(layout.vpp) + " runs stages " + list(expected) + " but was given " +
                                 list(given));
   const int last_stage = layout.num_stages() - 1;
@@ -140,7 +140,7 @@ StepResult Pipeline::step(const std::vector<MicroBatch>& micros) {
   const int mb = options_.schedule.micro_batches;
   if (static_cast<int>(micros.size()) != mb)
     throw std::invalid_argument("the step got " + str(static_cast<int>(micros.size())) +
-                                " micro-batches but pipeline.micro_batches is " + str(mb));
+                                " micro-batches but schedule.micro_batches is " + str(mb));
   // The loss is the mean over the step's target elements: micro m weighs its
   // share of them. Only the last stage's rank reads targets.
   std::vector<double> weights;

@@ -54,7 +54,7 @@ struct Layout {
 void check_compute(const Layout& l, const std::vector<std::vector<Action>>& compute) {
   if (static_cast<int>(compute.size()) != l.pp)
     throw std::invalid_argument("insert_body_comms: got " + std::to_string(compute.size()) +
-                                " rank lists for --pp " + std::to_string(l.pp));
+                                " rank lists for schedule.pp " + std::to_string(l.pp));
   std::vector<char> seen(l.num_ids(), 0);
   for (int r = 0; r < l.pp; ++r)
     for (const Action& a : compute[r]) {

@@ -29,59 +29,59 @@ void check_group_size(const ScheduleOptions& o) {
   if (g >= o.pp && (mb % g == 0 || mb % g >= o.pp)) return;
   ScheduleOptions d = o;
   d.group_size = 0;
-  reject("--group-size " + str(g) + " does not work with --pp " + str(o.pp) + " --mb " + str(mb) +
-         ": interleaved 1F1B needs --group-size >= --mb, or >= --pp with a last group (--mb % --group-size = " +
-         str(mb % g) + ") of 0 or >= --pp micro-batches; e.g. --group-size " + str(d.effective_group_size()) +
+  reject("schedule.group_size " + str(g) + " does not work with schedule.pp " + str(o.pp) + " schedule.micro_batches " + str(mb) +
+         ": interleaved 1F1B needs schedule.group_size >= schedule.micro_batches, or >= schedule.pp with a last group (schedule.micro_batches % schedule.group_size = " +
+         str(mb % g) + ") of 0 or >= schedule.pp micro-batches; e.g. schedule.group_size " + str(d.effective_group_size()) +
          " (0 picks it)");
 }
 
 void check_mpipe(const ScheduleOptions& o) {
   const MPipeOptions& m = o.mpipe;
   if (o.pp < 2)
-    reject("MPipe Transpose needs --pp >= 2: with one rank there is no idle warmup to transpose into (got --pp " +
+    reject("MPipe Transpose needs schedule.pp >= 2: with one rank there is no idle warmup to transpose into (got schedule.pp " +
            str(o.pp) + ")");
   if (m.transpose_layers < 0)
-    reject("--transpose-layers must be >= 0 (0 transposes only the data load), got " +
+    reject("schedule.mpipe.transpose_layers must be >= 0 (0 transposes only the data load), got " +
            str(m.transpose_layers));
   if (o.layers > 0 && m.transpose_layers >= stage0_layers(o))
-    reject("--transpose-layers must be < " + str(stage0_layers(o)) +
-           ", the layers of stage 0's first chunk (--layers " + str(o.layers) + " over --pp " +
-           str(o.pp) + " --vpp " + str(o.vpp) + "), so its body keeps a layer; got " +
+    reject("schedule.mpipe.transpose_layers must be < " + str(stage0_layers(o)) +
+           ", the layers of stage 0's first chunk (schedule.layers " + str(o.layers) + " over schedule.pp " +
+           str(o.pp) + " schedule.vpp " + str(o.vpp) + "), so its body keeps a layer; got " +
            str(m.transpose_layers));
   if (m.owner_backward && m.transpose_layers == 0)
-    reject("--owner-backward needs --transpose-layers >= 1: with T = 0 there is nothing to backprop");
+    reject("schedule.mpipe.owner_backward needs schedule.mpipe.transpose_layers >= 1: with T = 0 there is nothing to backprop");
   if (m.owner_backward && m.frozen_preprocess)
-    reject("--owner-backward needs a trainable preprocess: with --frozen-preprocess there is "
+    reject("schedule.mpipe.owner_backward needs a trainable preprocess: with schedule.mpipe.frozen_preprocess there is "
            "nothing to backprop (drop one of the two)");
 }
 
 }  // namespace
 
 void check_options(const ScheduleOptions& o) {
-  if (o.pp < 1) reject("--pp must be >= 1, got " + str(o.pp));
-  if (o.vpp < 1) reject("--vpp must be >= 1, got " + str(o.vpp));
-  if (o.micro_batches < 1) reject("--mb must be >= 1, got " + str(o.micro_batches));
+  if (o.pp < 1) reject("schedule.pp must be >= 1, got " + str(o.pp));
+  if (o.vpp < 1) reject("schedule.vpp must be >= 1, got " + str(o.vpp));
+  if (o.micro_batches < 1) reject("schedule.micro_batches must be >= 1, got " + str(o.micro_batches));
   if (o.group_size < 0)
-    reject("--group-size must be >= 1 (or 0 for the default, --pp), got " + str(o.group_size));
-  if (o.layers < 0) reject("--layers must be >= 0 (0 = not given), got " + str(o.layers));
+    reject("schedule.group_size must be >= 1 (or 0 for the default, schedule.pp), got " + str(o.group_size));
+  if (o.layers < 0) reject("schedule.layers must be >= 0 (0 = not given), got " + str(o.layers));
   switch (o.kind) {
     case ScheduleKind::NoPipelining:
       if (o.pp != 1 || o.vpp != 1)
-        reject("no-pipelining runs one stage: use --pp 1 --vpp 1 (got --pp " + str(o.pp) +
-               " --vpp " + str(o.vpp) + ")");
+        reject("no-pipelining runs one stage: use schedule.pp 1 schedule.vpp 1 (got schedule.pp " + str(o.pp) +
+               " schedule.vpp " + str(o.vpp) + ")");
       break;
     case ScheduleKind::GPipe:
     case ScheduleKind::OneFOneB:
       if (o.vpp != 1)
-        reject("--schedule " + std::string(kind_name(o.kind)) +
-               " runs one chunk per rank: use --vpp 1, or --schedule interleaved for --vpp > 1 (got --vpp " +
+        reject("schedule.kind " + std::string(kind_name(o.kind)) +
+               " runs one chunk per rank: use schedule.vpp 1, or schedule.kind interleaved for schedule.vpp > 1 (got schedule.vpp " +
                str(o.vpp) + ")");
       break;
     case ScheduleKind::Interleaved:
     case ScheduleKind::MPipe: check_group_size(o); break;
   }
   if (o.layers > 0 && o.layers < o.num_stages())
-    reject("--layers must be >= --pp * --vpp = " + str(o.num_stages()) +
+    reject("schedule.layers must be >= schedule.pp * schedule.vpp = " + str(o.num_stages()) +
            " so every chunk holds a layer, got " + str(o.layers));
   if (o.kind == ScheduleKind::MPipe) check_mpipe(o);
 }

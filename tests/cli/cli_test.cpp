@@ -14,6 +14,8 @@ void expect_error(const std::string& args, const std::string& needle) {
   EXPECT_NE(r.output.find(needle), std::string::npos) << args << "\n" << r.output;
   // Nothing was launched: no rank printed anything.
   EXPECT_EQ(r.output.find("[rank"), std::string::npos) << args << "\n" << r.output;
+  // Lower layers' option names reach the user as this command's flags.
+  EXPECT_EQ(r.output.find("schedule."), std::string::npos) << args << "\n" << r.output;
 }
 
 TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
@@ -22,7 +24,8 @@ TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
   expect_error("plan --vpp 0", "--vpp");
   expect_error("plan --schedule zigzag", "allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
   expect_error("plan --schedule mpipe --pp 4 --vpp 1 --layers 8 --transpose-layers 2", "--transpose-layers");
-  expect_error("plan --schedule mpipe --pp 1 --vpp 1", "--pp");
+  expect_error("plan --schedule mpipe --pp 1 --vpp 1", "MPipe Transpose needs --pp >= 2");
+  expect_error("plan --schedule no-pipelining --pp 2", "use --pp 1 --vpp 1");
   expect_error("plan --from-csv /nonexistent.csv", "/nonexistent.csv");
   const std::string dir = fresh_dir("badcsv");
   run_command("printf '0,0F0,0B0\\n1,1F0,1BOGUS\\n' > " + dir + "/bad.csv");
@@ -84,7 +87,8 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --layers 6 --vpp 2", "--layers");
   expect_error("train --mb 0", "--mb");
   expect_error("train --schedule zigzag", "--schedule");
-  expect_error("train --schedule no-pipelining", "--pp");  // 4 ranks by default
+  expect_error("train --schedule no-pipelining --vpp 1", "use --nproc 1 --vpp 1");  // 4 ranks by default
+  expect_error("train --schedule 1f1b --vpp 2", "--schedule 1f1b runs one chunk per rank: use --vpp 1");
   expect_error("train --dtype float16", "--dtype");
   expect_error("train --seq-len 0", "--seq-len");
   expect_error("train --load /nonexistent/ckpt", "/nonexistent/ckpt");

@@ -71,11 +71,11 @@ TEST(Partition, EvenSplitRemainderGoesToFirstStages) {
 
 TEST(Partition, EvenSplitRejectsTooFewLayers) {
   expect_invalid([] { Partition::even(6, 4, 2); },
-                 {"--layers 6 cannot be split over 8 stages (--pp 4 x --vpp 2): give at least 8 "
+                 {"--layers 6 cannot be split over 8 stages (schedule.pp 4 x schedule.vpp 2): give at least 8 "
                   "layers or per-stage counts"});
   expect_invalid([] { Partition::even(0, 1, 1); }, {"--layers", "positive"});
-  expect_invalid([] { Partition::even(8, 0, 1); }, {"--pp", "at least 1"});
-  expect_invalid([] { Partition::even(8, 2, 0); }, {"--vpp", "at least 1"});
+  expect_invalid([] { Partition::even(8, 0, 1); }, {"schedule.pp", "at least 1"});
+  expect_invalid([] { Partition::even(8, 2, 0); }, {"schedule.vpp", "at least 1"});
 }
 
 TEST(Partition, ExplicitCountsAllowEmptyStages) {
@@ -101,7 +101,7 @@ TEST(Partition, ExplicitCountsAllowEmptyStages) {
 
 TEST(Partition, ExplicitCountsErrors) {
   expect_invalid([] { Partition::from_counts(8, 2, 2, {4, 4}); },
-                 {"--layers-per-stage has 2 counts", "4 stages (--pp 2 x --vpp 2)"});
+                 {"--layers-per-stage has 2 counts", "4 stages (schedule.pp 2 x schedule.vpp 2)"});
   expect_invalid([] { Partition::from_counts(8, 2, 2, {4, 4, -1, 1}); },
                  {"--layers-per-stage", "stage 2", ">= 0"});
   expect_invalid([] { Partition::from_counts(8, 2, 2, {2, 2, 2, 1}); },
@@ -113,8 +113,8 @@ TEST(Partition, QueriesRejectOutOfRange) {
   const auto p = Partition::even(8, 2, 2);
   expect_invalid([&] { p.begin(4); }, {"stage 4", "4 stages"});
   expect_invalid([&] { p.is_last(-1); }, {"stage -1"});
-  expect_invalid([&] { p.stage(2, 0); }, {"rank 2", "--pp 2"});
-  expect_invalid([&] { p.stage(0, 2); }, {"chunk 2", "--vpp 2"});
+  expect_invalid([&] { p.stage(2, 0); }, {"rank 2", "schedule.pp 2"});
+  expect_invalid([&] { p.stage(0, 2); }, {"chunk 2", "schedule.vpp 2"});
   expect_invalid([&] { p.stage_of_layer(8); }, {"layer 8", "--layers is 8"});
 }
 

@@ -125,21 +125,21 @@ TEST(MPipeOptions, BadLayoutsAreRejectedBeforeAnyProcessGroup) {
   s.mpipe.transpose_layers = 1;
   EXPECT_NO_THROW(check(s, g));
   s.mpipe.transpose_layers = 2;  // chunk 0 holds 2 of the 8 layers
-  expect_rejected(s, g, "--transpose-layers must be < 2, the layers of stage 0's first chunk");
+  expect_rejected(s, g, "schedule.mpipe.transpose_layers must be < 2, the layers of stage 0's first chunk");
   g.layers_per_stage = {3, 1, 2, 2};  // explicit counts: the real chunk decides
   EXPECT_NO_THROW(check(s, g));
   s.mpipe.transpose_layers = 3;
-  expect_rejected(s, g, "--transpose-layers must be < 3");
+  expect_rejected(s, g, "schedule.mpipe.transpose_layers must be < 3");
   g.layers_per_stage.clear();
   s.mpipe.transpose_layers = 0;
   s.mpipe.owner_backward = true;
-  expect_rejected(s, g, "--owner-backward needs --transpose-layers >= 1");
+  expect_rejected(s, g, "schedule.mpipe.owner_backward needs schedule.mpipe.transpose_layers >= 1");
   s.mpipe.owner_backward = false;
   s.pp = 1;
-  expect_rejected(s, g, "MPipe Transpose needs --pp >= 2");
+  expect_rejected(s, g, "MPipe Transpose needs schedule.pp >= 2");
   s.pp = 2;
   s.mpipe.transpose_layers = -1;
-  expect_rejected(s, g, "--transpose-layers must be >= 0");
+  expect_rejected(s, g, "schedule.mpipe.transpose_layers must be >= 0");
 }
 
 TEST(MPipeOptions, APreprocessModuleIsOnlyTakenByMPipe) {

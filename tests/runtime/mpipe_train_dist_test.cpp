@@ -159,7 +159,7 @@ TEST(MPipeTrain, BadInputFailsWithOneLineBeforeAnyRankStarts) {
                   "--transpose-layers must be < 2, the layers of stage 0's first chunk");
   expect_rejected({"--schedule", "mpipe", "--transpose-layers", "0", "--owner-backward"},
                   "--owner-backward needs --transpose-layers >= 1");
-  expect_rejected({"--schedule", "mpipe", "--nproc", "1"}, "MPipe Transpose needs --pp >= 2");
+  expect_rejected({"--schedule", "mpipe", "--nproc", "1"}, "MPipe Transpose needs --nproc >= 2");
   expect_rejected({"--schedule", "mpipe", "--model", "vl", "--transpose-layers", "3", "--vocab", "17"},
                   "--transpose-layers counts vision tower blocks for --model vl: 0 <= T <= --vision-layers 2");
   expect_rejected({"--schedule", "mpipe", "--model", "vl", "--freeze-vision", "--owner-backward", "--vocab", "17"},

@@ -52,30 +52,30 @@ TEST(GenerateOptions, AcceptsTheDefaults) { EXPECT_EQ(rejection(ScheduleOptions{
 TEST(GenerateOptions, RejectsBadCountsNamingTheFlag) {
   auto o = ScheduleOptions{};
   o.pp = 0;
-  EXPECT_EQ(rejection(o), "--pp must be >= 1, got 0");
+  EXPECT_EQ(rejection(o), "schedule.pp must be >= 1, got 0");
   o = ScheduleOptions{};
   o.vpp = 0;
-  EXPECT_EQ(rejection(o), "--vpp must be >= 1, got 0");
+  EXPECT_EQ(rejection(o), "schedule.vpp must be >= 1, got 0");
   o = ScheduleOptions{};
   o.micro_batches = -2;
-  EXPECT_EQ(rejection(o), "--mb must be >= 1, got -2");
+  EXPECT_EQ(rejection(o), "schedule.micro_batches must be >= 1, got -2");
   o = ScheduleOptions{};
   o.group_size = -1;
-  EXPECT_NE(rejection(o).find("--group-size must be >= 1 (or 0 for the default"), std::string::npos);
+  EXPECT_NE(rejection(o).find("schedule.group_size must be >= 1 (or 0 for the default"), std::string::npos);
   o = ScheduleOptions{};
   o.layers = -1;
-  EXPECT_NE(rejection(o).find("--layers must be >= 0"), std::string::npos);
+  EXPECT_NE(rejection(o).find("schedule.layers must be >= 0"), std::string::npos);
 }
 
 TEST(GenerateOptions, RejectsKindConstraints) {
   EXPECT_EQ(rejection(opts(ScheduleKind::NoPipelining, 4, 1, 4)),
-            "no-pipelining runs one stage: use --pp 1 --vpp 1 (got --pp 4 --vpp 1)");
-  EXPECT_NE(rejection(opts(ScheduleKind::NoPipelining, 1, 2, 4)).find("use --pp 1 --vpp 1"), std::string::npos);
+            "no-pipelining runs one stage: use schedule.pp 1 schedule.vpp 1 (got schedule.pp 4 schedule.vpp 1)");
+  EXPECT_NE(rejection(opts(ScheduleKind::NoPipelining, 1, 2, 4)).find("use schedule.pp 1 schedule.vpp 1"), std::string::npos);
   for (ScheduleKind k : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
     const std::string msg = rejection(opts(k, 4, 2, 8));
-    EXPECT_NE(msg.find("--schedule " + std::string(kind_name(k))), std::string::npos) << msg;
-    EXPECT_NE(msg.find("use --vpp 1"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("--schedule interleaved"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("schedule.kind " + std::string(kind_name(k))), std::string::npos) << msg;
+    EXPECT_NE(msg.find("use schedule.vpp 1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("schedule.kind interleaved"), std::string::npos) << msg;
   }
   EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 4, 1, 3)), "");
   EXPECT_EQ(rejection(opts(ScheduleKind::Interleaved, 1, 3, 3)), "");
@@ -84,7 +84,7 @@ TEST(GenerateOptions, RejectsKindConstraints) {
 TEST(GenerateOptions, LayersMustCoverEveryChunk) {
   auto o = opts(ScheduleKind::Interleaved, 4, 2, 8);
   o.layers = 7;
-  EXPECT_EQ(rejection(o), "--layers must be >= --pp * --vpp = 8 so every chunk holds a layer, got 7");
+  EXPECT_EQ(rejection(o), "schedule.layers must be >= schedule.pp * schedule.vpp = 8 so every chunk holds a layer, got 7");
   o.layers = 8;
   EXPECT_EQ(rejection(o), "");
   o.layers = 13;  // not a multiple: the first chunks take the remainder
@@ -94,8 +94,8 @@ TEST(GenerateOptions, LayersMustCoverEveryChunk) {
 TEST(GenerateOptions, GroupSizeFollowsMegatronsRule) {
   // Below PP, or leaving a last group shorter than PP: rejected, with a suggestion.
   const std::string msg = rejection(opts(ScheduleKind::Interleaved, 4, 2, 10, 3));
-  EXPECT_NE(msg.find("--group-size 3 does not work with --pp 4 --mb 10"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("e.g. --group-size 5"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("schedule.group_size 3 does not work with schedule.pp 4 schedule.micro_batches 10"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("e.g. schedule.group_size 5"), std::string::npos) << msg;
   EXPECT_NE(rejection(opts(ScheduleKind::Interleaved, 4, 2, 9, 4)), "");  // last group of 1
   EXPECT_NE(rejection(opts(ScheduleKind::MPipe, 4, 2, 10, 2)), "");
   // Accepted: a multiple, a last group of >= PP, one group, one chunk, one rank.

@@ -224,16 +224,16 @@ TEST(MPipeLayout, GenerateDispatchesAndMarksTheKind) {
 
 TEST(MPipeOptions, RejectsBadInputNamingTheFlag) {
   EXPECT_EQ(rejection(mpipe_opts(1, 1, 4)).rfind(
-                "MPipe Transpose needs --pp >= 2: with one rank there is no idle warmup to transpose into", 0),
+                "MPipe Transpose needs schedule.pp >= 2: with one rank there is no idle warmup to transpose into", 0),
             0u);
   auto o = mpipe_opts(4, 2, 8);
   o.mpipe.transpose_layers = -1;
-  EXPECT_NE(rejection(o).find("--transpose-layers must be >= 0"), std::string::npos);
+  EXPECT_NE(rejection(o).find("schedule.mpipe.transpose_layers must be >= 0"), std::string::npos);
 
   // 8 layers over 8 chunks: stage 0 holds 1, so only T = 0 fits.
   o.layers = 8;
   o.mpipe.transpose_layers = 1;
-  EXPECT_NE(rejection(o).find("--transpose-layers must be < 1, the layers of stage 0's first chunk"), std::string::npos)
+  EXPECT_NE(rejection(o).find("schedule.mpipe.transpose_layers must be < 1, the layers of stage 0's first chunk"), std::string::npos)
       << rejection(o);
   o.mpipe.transpose_layers = 0;
   EXPECT_EQ(rejection(o), "");
@@ -242,15 +242,15 @@ TEST(MPipeOptions, RejectsBadInputNamingTheFlag) {
   o.mpipe.transpose_layers = 1;
   EXPECT_EQ(rejection(o), "");
   o.mpipe.transpose_layers = 2;
-  EXPECT_NE(rejection(o).find("--transpose-layers must be < 2"), std::string::npos);
+  EXPECT_NE(rejection(o).find("schedule.mpipe.transpose_layers must be < 2"), std::string::npos);
 
   o = mpipe_opts(4, 2, 8);
   o.mpipe.owner_backward = true;
   o.mpipe.transpose_layers = 0;
-  EXPECT_EQ(rejection(o), "--owner-backward needs --transpose-layers >= 1: with T = 0 there is nothing to backprop");
+  EXPECT_EQ(rejection(o), "schedule.mpipe.owner_backward needs schedule.mpipe.transpose_layers >= 1: with T = 0 there is nothing to backprop");
   o.mpipe.transpose_layers = 1;
   o.mpipe.frozen_preprocess = true;
-  EXPECT_NE(rejection(o).find("--owner-backward needs a trainable preprocess: with --frozen-preprocess"),
+  EXPECT_NE(rejection(o).find("schedule.mpipe.owner_backward needs a trainable preprocess: with schedule.mpipe.frozen_preprocess"),
             std::string::npos);
   EXPECT_THROW(generate_mpipe(o), std::invalid_argument);
 }

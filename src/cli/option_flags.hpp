@@ -1,0 +1,25 @@
+// Lower layers name the options they check by their place in the options
+// structs ("schedule.pp", "schedule.mpipe.transpose_layers"), since they do
+// not know which command a user ran; each command maps those names to its own
+// flags before printing (`train` has no --pp: its ranks are --nproc).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hp::cli {
+
+// (option name, the command's flag) pairs.
+using FlagNames = std::vector<std::pair<std::string, std::string>>;
+
+// `message` with every option name replaced by its flag.
+std::string with_flags(std::string message, const FlagNames& flags);
+
+// The flags of `hyperpipe plan` (--pp, --vpp, --mb, ...).
+const FlagNames& plan_flags();
+// The flags of the commands that run a job (train, bench): the pipeline
+// depth is the number of ranks, --nproc.
+const FlagNames& job_flags();
+
+}  // namespace hp::cli
