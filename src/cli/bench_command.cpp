@@ -158,7 +158,6 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
 
 void add_bench_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<BenchArgs>();
-  a->model.num_layers = 8;
   auto* cmd = app.add_subcommand("bench", "Step time of schedules side by side, measured and simulated");
   cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages; default 4)");
   cmd->add_option("--schedules", a->schedules, "comma-separated schedules")->capture_default_str();
