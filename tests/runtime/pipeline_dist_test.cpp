@@ -52,4 +52,13 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_vpp" + std::to_string(info.param.vpp);
     });
 
+TEST(LearnedShapes, AShapeThatChangesAfterTheFirstStepIsRefusedByTheSender) {
+  int code = -1;
+  const std::string out = hp::testing::launch_workers("pipeline_worker", 2, {"reshape"}, &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("REFUSED rank 0: Activation(stage 0, micro 0) is [2, 5, 16]"), std::string::npos) << out;
+  EXPECT_NE(out.find("but the first step sent [2, 6, 16]"), std::string::npos) << out;
+  EXPECT_NE(out.find("enable variable_seq_len"), std::string::npos) << out;
+}
+
 }  // namespace

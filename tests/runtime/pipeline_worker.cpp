@@ -3,6 +3,8 @@
 //
 //   pipeline_worker SCHEDULE VPP MB TIE DEALLOC VARLEN [MB TIE DEALLOC VARLEN ...]
 //
+//   pipeline_worker reshape
+//
 // For each case: one pipelined step in double precision, then this rank's
 // loss and the gradient of every parameter it holds are compared with the
 // single-process reference step, which every rank computes itself (same seed,
@@ -26,9 +28,40 @@
 
 using namespace hp;
 
+namespace {
+
+// Learned shapes: the second step's micro-batches are one token shorter, so
+// the first send refuses (naming what was learned) instead of handing Gloo a
+// message of another size. Exits 3 after printing the refusal.
+int reshape(comm::ProcessGroup& pg) {
+  runtime::PipelineOptions o;
+  o.schedule.kind = schedule::ScheduleKind::OneFOneB;
+  o.schedule.pp = pg.world_size();
+  o.schedule.micro_batches = 2;
+  model::GPTStagesOptions g;
+  g.config = testing::tiny_gpt_config(false, 3);
+  g.config.num_layers = pg.world_size();
+  runtime::Pipeline p(o, pg.rank(), &pg, model::build_gpt_stages(g, o.schedule, pg.rank()));
+  for (int seq : {6, 5}) {
+    try {
+      p.step(model::lm_micro_batches(testing::make_micro_tokens(2, 2, {seq}, g.config.vocab_size, 1)));
+    } catch (const std::invalid_argument& e) {
+      std::cout << "REFUSED " << e.what() << std::endl;
+      return 3;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "reshape") {
+    auto pg = testing::join_worker_group();
+    return reshape(pg);
+  }
   if (argc < 7 || (argc - 3) % 4 != 0) {
-    std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN}...\n";
+    std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN}... | pipeline_worker reshape\n";
     return 2;
   }
   try {
