@@ -10,9 +10,10 @@ function(hp_torch_layer folder)
   hp_tests(${folder}_tests ${folder} hp_${folder} ${L_TEST_DEPS})
 endfunction()
 
-hp_torch_layer(comm)
+# The comm and runtime dist tests start their ranks with the local launcher.
+hp_torch_layer(comm TEST_DEPS hp_launch)
 # The runtime runs stages; the GPT and VL models its tests pipeline come from model/.
-hp_torch_layer(runtime DEPS hp_schedule hp_comm TEST_DEPS hp_model hp_data)
+hp_torch_layer(runtime DEPS hp_schedule hp_comm TEST_DEPS hp_model hp_data hp_launch)
 hp_torch_layer(model DEPS hp_runtime TEST_DEPS hp_data)
 hp_torch_layer(train DEPS hp_model hp_data)
-set(HP_TORCH_LIBS hp_train hp_model hp_runtime hp_comm hp_data hp_schedule CACHE INTERNAL "")
+set(HP_TORCH_LIBS hp_train hp_model hp_runtime hp_comm hp_data hp_schedule hp_launch CACHE INTERNAL "")

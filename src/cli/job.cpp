@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli/self_args.hpp"
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
 namespace hp::cli {
 
@@ -15,10 +15,10 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
   if (!comm::has_environment()) {
     const int nproc = o.nproc > 0 ? o.nproc : 4;
     validate(nproc);
-    comm::LaunchOptions lo;
+    launch::LaunchOptions lo;
     lo.nproc = nproc;
     lo.command = self_args();
-    return comm::launch_local(lo);
+    return launch::launch_local(lo);
   }
   const comm::DistEnv env = comm::DistEnv::from_environment();
   if (o.nproc > 0 && o.nproc != env.world_size)

@@ -5,10 +5,12 @@
 #include <iostream>
 
 #include "cli/config_file.hpp"
+#include "cli/launch_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/self_args.hpp"
 #ifdef HYPERPIPE_WITH_TORCH
-#include "cli/torch_commands.hpp"
+#include "cli/bench_command.hpp"
+#include "cli/train_command.hpp"
 #endif
 
 int main(int argc, char** argv) {
@@ -27,8 +29,10 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   hp::cli::add_plan_command(app, &exit_code);
 #ifdef HYPERPIPE_WITH_TORCH
-  hp::cli::add_torch_commands(app, &exit_code);
+  hp::cli::add_train_command(app, &exit_code);
+  hp::cli::add_bench_command(app, &exit_code);
 #endif
+  hp::cli::add_launch_command(app, &exit_code);
   try {
     std::reverse(args.begin(), args.end());  // CLI11 takes argument vectors in reverse order
     app.parse(args);

@@ -1,7 +1,7 @@
 // DistEnv: where this process sits in a multi-process job, read from the
 // torchrun-compatible environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 // MASTER_PORT). Both `torchrun --no-python ...` and hyperpipe's own local
-// launcher (launcher.hpp) set these variables.
+// launcher (launch/launcher.hpp) set these variables.
 //
 // Contract: a plain value type, no LibTorch, no global state. from_environment()
 // reads the process environment once; parse() takes any lookup function so that

@@ -6,22 +6,16 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
-#include <cstring>
-#include <thread>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
+
+#include "comm/error_text.hpp"
+#include "comm/rendezvous.hpp"
 
 // LibTorch version differences are confined to this block.
 //  - The work handle is c10d::Work from 1.13 on (c10d::ProcessGroup::Work before).
@@ -39,128 +33,6 @@ namespace hp::comm {
 using Ms = std::chrono::milliseconds;
 
 namespace {
-
-std::string format_duration(Ms d) {
-  std::ostringstream os;
-  if (d.count() % 1000 == 0) {
-    os << d.count() / 1000 << " s";
-  } else if (d.count() > 1000) {
-    os << static_cast<double>(d.count()) / 1000.0 << " s";
-  } else {
-    os << d.count() << " ms";
-  }
-  return os.str();
-}
-
-// The message of an exception from c10d or Gloo without C++ backtraces and
-// without Gloo's "[/path/to/file.cc:123] " source prefix.
-std::string clean_message(const std::exception& e) {
-  std::string m;
-  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) {
-    m = ce->what_without_backtrace();
-  } else {
-    m = e.what();
-  }
-  // Gloo prefixes "[file:line] " (possibly several times when rethrown).
-  while (m.size() > 2 && m[0] == '[') {
-    std::size_t close = m.find("] ");
-    if (close == std::string::npos) break;
-    std::string inside = m.substr(1, close - 1);
-    if (inside.find(':') == std::string::npos || inside.find(' ') != std::string::npos) break;
-    m.erase(0, close + 2);
-  }
-  while (!m.empty() && std::isspace(static_cast<unsigned char>(m.back()))) m.pop_back();
-  return m;
-}
-
-bool contains_ci(const std::string& hay, const std::string& needle) {
-  auto it = std::search(hay.begin(), hay.end(), needle.begin(), needle.end(),
-                        [](char a, char b) { return std::tolower(a) == std::tolower(b); });
-  return it != hay.end();
-}
-
-bool looks_like_timeout(const std::string& m) {
-  return contains_ci(m, "timed out") || contains_ci(m, "timeout");
-}
-
-bool looks_like_peer_gone(const std::string& m) {
-  return contains_ci(m, "closed by peer") || contains_ci(m, "connection reset") ||
-         contains_ci(m, "broken pipe") || contains_ci(m, "connection refused");
-}
-
-// The local address of the interface that routes to `host` (a UDP connect()
-// sends nothing; it only selects the route). Empty when it cannot be found.
-std::string local_address_towards(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  std::string service = std::to_string(port == 0 ? 9 : port);
-  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || res == nullptr) return {};
-  // Prefer IPv4, as the store and most clusters do.
-  addrinfo* pick = res;
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      pick = a;
-      break;
-    }
-  }
-  std::string out;
-  int fd = ::socket(pick->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    if (::connect(fd, pick->ai_addr, pick->ai_addrlen) == 0) {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof(ss);
-      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-        char buf[INET6_ADDRSTRLEN] = {0};
-        const void* src = ss.ss_family == AF_INET
-                              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
-                              : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
-        if (inet_ntop(ss.ss_family, src, buf, sizeof(buf)) != nullptr) out = buf;
-      }
-    }
-    ::close(fd);
-  }
-  freeaddrinfo(res);
-  return out;
-}
-
-// Waits until something accepts TCP connections at host:port, or the
-// deadline passes. LibTorch 1.13's TCPStore client gives up at once when the
-// server is not listening yet, so clients probe first (a bare connect that the
-// store server sees as a client coming and going). Returns the last error.
-std::string wait_for_listener(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
-  std::string last = "not tried";
-  while (true) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    if (gai != 0) {
-      last = std::string("cannot resolve ") + host + ": " + gai_strerror(gai);
-    } else {
-      for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-        int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) continue;
-        int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-        int err = rc == 0 ? 0 : errno;
-        ::close(fd);
-        if (rc == 0) {
-          freeaddrinfo(res);
-          return {};
-        }
-        last = std::strerror(err);
-      }
-      freeaddrinfo(res);
-    }
-    auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return last;
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(Ms(100), deadline - now));
-  }
-}
-
-std::vector<std::uint8_t> bytes_of(const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
 
 std::string dtype_name(const at::Tensor& t) { return std::string(c10::toString(t.scalar_type())); }
 
@@ -353,7 +225,7 @@ struct ProcessGroup::Impl {
 };
 
 // ---------------------------------------------------------------------------
-// Rendezvous
+// Creation
 
 ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions& options) {
   const std::string who = "rank " + std::to_string(env.rank) + ": ";
@@ -371,89 +243,14 @@ ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions&
     throw std::invalid_argument(who + "ProcessGroupOptions::gloo_threads must be at least 1");
   }
 
+  Rendezvous rendezvous(env, options);
   auto sh = std::make_shared<Shared>();
   sh->env = env;
   sh->timeout = options.timeout;
-  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
-  const std::string limit = format_duration(options.timeout);
-  auto fail = [&](const std::string& action, const std::string& message) {
-    throw CommError(who + action + ": " + message, env.rank, -1, "rendezvous", -1, looks_like_timeout(message));
-  };
+  sh->store = rendezvous.store();
+  sh->store_port = rendezvous.port();
 
-  // 1. The store.
-  c10::intrusive_ptr<c10d::TCPStore> tcp;
-  {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(env.master_port);
-    so.isServer = env.rank == 0;
-    so.waitWorkers = false;
-    so.timeout = options.timeout;
-    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
-    if (env.rank != 0) {
-      std::string why = wait_for_listener(env.master_addr, env.master_port, deadline);
-      if (!why.empty()) {
-        throw CommError(who + "connecting to the TCPStore at " + where + " (hosted by rank 0) failed within " +
-                            limit + ": " + why +
-                            " (is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?)",
-                        env.rank, 0, "rendezvous", -1, true);
-      }
-      so.timeout = std::max(Ms(1000), std::chrono::duration_cast<Ms>(deadline - std::chrono::steady_clock::now()));
-    }
-    try {
-      tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
-    } catch (const std::exception& e) {
-      if (env.rank == 0) {
-        fail("hosting the TCPStore at " + where + " failed",
-             clean_message(e) + " (is MASTER_PORT already in use?)");
-      }
-      fail("connecting to the TCPStore at " + where + " (hosted by rank 0) failed",
-           clean_message(e) + " (is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?)");
-    }
-    // Later store waits use the full timeout again.
-    tcp->setTimeout(options.timeout);
-    sh->store_port = tcp->getPort();
-  }
-  auto group_store = c10::make_intrusive<c10d::PrefixStore>("hyperpipe/" + options.group_name, tcp);
-  sh->store = tcp;
-
-  // Waits until every rank has set `key_prefix + r`; names the missing ones.
-  auto wait_for_all = [&](const std::string& key_prefix, const std::string& what) {
-    std::vector<std::string> keys;
-    for (int r = 0; r < env.world_size; ++r) keys.push_back(key_prefix + std::to_string(r));
-    try {
-      group_store->wait(keys, options.timeout);
-    } catch (const std::exception& e) {
-      std::vector<int> missing;
-      try {
-        for (int r = 0; r < env.world_size; ++r) {
-          if (!group_store->check({keys[r]})) missing.push_back(r);
-        }
-      } catch (const std::exception&) {
-      }
-      std::ostringstream os;
-      if (!missing.empty()) {
-        os << (missing.size() == 1 ? "rank " : "ranks ");
-        for (std::size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
-        os << " of " << env.world_size << " did not " << what << " within " << limit
-           << (missing.size() == 1 ? " (is it running" : " (are they running")
-           << ", with the same MASTER_ADDR and MASTER_PORT?)";
-      } else {
-        os << "waiting for all ranks to " << what << " failed: " << clean_message(e);
-      }
-      throw CommError(who + "rendezvous at " + where + ": " + os.str(), env.rank, missing.empty() ? -1 : missing[0],
-                      "rendezvous", -1, !missing.empty() || looks_like_timeout(clean_message(e)));
-    }
-  };
-
-  // 2. Everybody announces itself.
-  try {
-    group_store->set("joined/" + std::to_string(env.rank), bytes_of("1"));
-  } catch (const std::exception& e) {
-    fail("announcing this rank on the store at " + where + " failed", clean_message(e));
-  }
-  wait_for_all("joined/", "join");
-
-  // 3. Gloo's full mesh.
+  // Gloo's full mesh.
   std::shared_ptr<::gloo::transport::Device> device;
   std::string address = options.gloo_address;
   try {
@@ -469,28 +266,21 @@ ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions&
       if (address.empty()) address = "the default device";
     }
   } catch (const std::exception& e) {
-    fail("creating the Gloo device on " + (address.empty() ? std::string("?") : address) + " failed",
-         clean_message(e) + " (set GLOO_SOCKET_IFNAME or ProcessGroupOptions::gloo_address)");
+    rendezvous.fail("creating the Gloo device on " + (address.empty() ? std::string("?") : address) + " failed",
+                    clean_message(e) + " (set GLOO_SOCKET_IFNAME or ProcessGroupOptions::gloo_address)");
   }
   auto gopts = c10d::ProcessGroupGloo::Options::create(options.timeout);
   gopts->devices.push_back(device);
   gopts->threads = options.gloo_threads;
   try {
-    auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", group_store);
+    auto gloo_store = c10::make_intrusive<c10d::PrefixStore>("gloo", rendezvous.group_store());
     sh->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(gloo_store, env.rank, env.world_size, gopts);
   } catch (const std::exception& e) {
-    fail("connecting the Gloo full mesh of " + std::to_string(env.world_size) + " ranks (bound to " + address +
-             ") failed",
-         clean_message(e));
+    rendezvous.fail("connecting the Gloo full mesh of " + std::to_string(env.world_size) + " ranks (bound to " +
+                        address + ") failed",
+                    clean_message(e));
   }
-
-  // 4. Rank 0 hosts the store: it must not go away while others still use it.
-  try {
-    group_store->set("connected/" + std::to_string(env.rank), bytes_of("1"));
-  } catch (const std::exception& e) {
-    fail("reporting the connection on the store at " + where + " failed", clean_message(e));
-  }
-  if (env.rank == 0) wait_for_all("connected/", "finish connecting");
+  rendezvous.finish();
 
   auto impl = std::make_unique<Impl>();
   impl->sh = std::move(sh);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
-using namespace hp::comm;
+using namespace hp::launch;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
 namespace hp::testing {
 
@@ -15,7 +15,7 @@ namespace hp::testing {
 // output and sets *code to the job's exit status.
 inline std::string launch_workers(const std::string& worker, int nproc, const std::vector<std::string>& args,
                                   int* code) {
-  comm::LaunchOptions lo;
+  launch::LaunchOptions lo;
   lo.nproc = nproc;
   lo.command = {std::string(HP_BIN_DIR) + "/" + worker};
   lo.command.insert(lo.command.end(), args.begin(), args.end());
@@ -23,11 +23,11 @@ inline std::string launch_workers(const std::string& worker, int nproc, const st
   lo.job_timeout = std::chrono::seconds(240);
   std::string out;
   std::mutex mu;
-  lo.on_output = [&](const comm::LaunchOutput& o) {
+  lo.on_output = [&](const launch::LaunchOutput& o) {
     std::lock_guard<std::mutex> lock(mu);
     out += o.formatted() + "\n";
   };
-  *code = comm::launch_local(lo);
+  *code = launch::launch_local(lo);
   return out;
 }
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
 namespace {
 
@@ -31,7 +31,7 @@ struct Run {
 };
 
 // Runs `hyperpipe train ARGS` as a user would: as the launcher, which starts
-// the ranks itself (so not through comm::launch_local, whose RANK/WORLD_SIZE
+// the ranks itself (so not through launch::launch_local, whose RANK/WORLD_SIZE
 // would make it one rank of a one-rank job). Bounded by timeout(1).
 Run train(std::vector<std::string> args, const std::string& tag) {
   Run r;
@@ -169,7 +169,7 @@ TEST(MPipeTrain, BadInputFailsWithOneLineBeforeAnyRankStarts) {
 // torchrun-style ranks that were given different flags: rank 1 builds a
 // preprocess of two layers where rank 0 has one.
 TEST(MPipeTrain, APreprocessThatDiffersBetweenRanksIsNamedBeforeTraining) {
-  hp::comm::LaunchOptions lo;
+  hp::launch::LaunchOptions lo;
   lo.nproc = 2;
   std::string cmd = "exec " + kBin + " train --timeout 30 --schedule mpipe --layers 8 --vpp 1 --mb 2 --hidden 16 "
                     "--heads 2 --seq-len 8 --steps 2 --transpose-layers $((1 + RANK))";
@@ -178,12 +178,12 @@ TEST(MPipeTrain, APreprocessThatDiffersBetweenRanksIsNamedBeforeTraining) {
   lo.job_timeout = std::chrono::seconds(60);
   std::string out;
   std::mutex mu;
-  lo.on_output = [&](const hp::comm::LaunchOutput& o) {
+  lo.on_output = [&](const hp::launch::LaunchOutput& o) {
     std::lock_guard<std::mutex> lock(mu);
     out += o.formatted() + "\n";
   };
   ASSERT_EQ(::access(kBin.c_str(), X_OK), 0) << kBin << " is missing";
-  EXPECT_NE(hp::comm::launch_local(lo), 0) << out;
+  EXPECT_NE(hp::launch::launch_local(lo), 0) << out;
   EXPECT_NE(out.find("error: the MPipe preprocess module differs between ranks: rank 1 ("), std::string::npos) << out;
   EXPECT_EQ(out.find("step 1/"), std::string::npos) << out;
 }

@@ -1,27 +1,24 @@
-// `hyperpipe launch --nproc N -- COMMAND...`: N local ranks of any program.
+#include "cli/launch_command.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <memory>
 
-#include "cli/bench_command.hpp"
-#include "cli/torch_commands.hpp"
-#include "cli/train_command.hpp"
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
 namespace hp::cli {
 
-void add_torch_commands(CLI::App& app, int* exit_code) {
-  add_train_command(app, exit_code);
-  add_bench_command(app, exit_code);
+void add_launch_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("launch", "Start N local ranks of a command with the torchrun environment set");
-  auto opts = std::make_shared<comm::LaunchOptions>();
+  auto opts = std::make_shared<launch::LaunchOptions>();
   opts->nproc = 2;
   cmd->add_option("--nproc", opts->nproc, "ranks to start")->capture_default_str();
   cmd->add_option("--master-port", opts->master_port, "store port (0 = a free one)")->capture_default_str();
   cmd->add_option("command", opts->command, "the command each rank runs (after --)")->required();
   cmd->callback([opts, exit_code] {
     try {
-      *exit_code = comm::launch_local(*opts);
+      *exit_code = launch::launch_local(*opts);
     } catch (const std::exception& e) {
       std::cerr << "hyperpipe launch: error: " << e.what() << "\n";
       *exit_code = 2;

@@ -1,4 +1,4 @@
-#include "comm/launcher.hpp"
+#include "launch/launcher.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace hp::comm {
+namespace hp::launch {
 
 using Clock = std::chrono::steady_clock;
 
@@ -475,4 +475,4 @@ int launch_local(const LaunchOptions& opts) {
   return Launch(opts).run();
 }
 
-}  // namespace hp::comm
+}  // namespace hp::launch

@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-namespace hp::comm {
+namespace hp::launch {
 
 struct LaunchOutput {
   int rank = -1;           // -1: a message of the launcher itself
@@ -64,4 +64,4 @@ int launch_local(const LaunchOptions& opts);
 // close). Throws std::runtime_error when no socket can be bound.
 int pick_free_port(const std::string& addr = "127.0.0.1");
 
-}  // namespace hp::comm
+}  // namespace hp::launch
