@@ -29,6 +29,7 @@ struct PlanArgs {
   schedule::CostModel costs;
   std::vector<std::string> stage_costs;  // "STAGE:F:B"
   std::string svg, trace;
+  CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
 };
 
 std::string read_file(const std::string& path) {
@@ -86,6 +87,7 @@ schedule::Schedule build(PlanArgs& a) {
   if (!schedule::kind_from_name(a.schedule, &a.opts.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
                                 ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
+  if (a.vpp_flag->count() == 0) a.opts.vpp = schedule::default_vpp(a.opts.kind);
   if (a.overflow != "full" && a.overflow != "min")
     throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
   a.opts.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
@@ -126,14 +128,13 @@ void run_plan(PlanArgs& a) {
 
 void add_plan_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<PlanArgs>();
-  args->opts.vpp = 2;
   auto* cmd = app.add_subcommand("plan", "Print, validate, simulate and draw a pipeline schedule");
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
   auto& o = args->opts;
   cmd->add_option("--schedule", args->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")
       ->capture_default_str();
   cmd->add_option("--pp", o.pp, "pipeline ranks")->capture_default_str();
-  cmd->add_option("--vpp", o.vpp, "chunks (virtual stages) per rank")->capture_default_str();
+  args->vpp_flag = cmd->add_option("--vpp", o.vpp, "chunks (virtual stages) per rank (default: 1, or 2 for interleaved and mpipe)");
   cmd->add_option("--mb", o.micro_batches, "micro-batches per step")->capture_default_str();
   cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it)")
       ->capture_default_str();

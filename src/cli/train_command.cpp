@@ -25,6 +25,7 @@ struct TrainArgs {
   std::string layers_per_stage;
   std::string fault;  // RANK:STEP:KIND
   JobOptions job;
+  CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
 };
 
 std::vector<int> parse_counts(const std::string& text) {
@@ -83,6 +84,7 @@ Job resolve(const TrainArgs& a, int world) {
     throw std::invalid_argument("--schedule " + a.schedule +
                                 ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
   s.pp = world;
+  if (a.vpp_flag->count() == 0) s.vpp = schedule::default_vpp(s.kind);
   if (a.overflow != "full" && a.overflow != "min")
     throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
   s.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
@@ -124,7 +126,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
   cmd->add_option("--nproc", a->job.nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
   cmd->add_option("--schedule", a->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")->capture_default_str();
-  cmd->add_option("--vpp", s.vpp, "model chunks per rank")->capture_default_str();
+  a->vpp_flag = cmd->add_option("--vpp", s.vpp, "model chunks per rank (default: 1, or 2 for interleaved and mpipe)");
   cmd->add_option("--mb", s.micro_batches, "micro-batches per step")->capture_default_str();
   cmd->add_option("--group-size", s.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it)")->capture_default_str();
   cmd->add_option("--transpose-layers", s.mpipe.transpose_layers, "MPipe T")->capture_default_str();

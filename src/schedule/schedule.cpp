@@ -19,6 +19,10 @@ std::string_view kind_name(ScheduleKind k) {
   return "?";
 }
 
+int default_vpp(ScheduleKind k) {
+  return k == ScheduleKind::Interleaved || k == ScheduleKind::MPipe ? 2 : 1;
+}
+
 bool kind_from_name(std::string_view name, ScheduleKind* out) {
   for (auto& [kind, n] : kKinds)
     if (n == name) {

@@ -14,6 +14,10 @@ enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe };
 std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
 bool kind_from_name(std::string_view name, ScheduleKind* out);
 
+// The chunks per rank a schedule runs when the user names none: 1 for
+// no-pipelining, GPipe and 1F1B; 2 for interleaved 1F1B and MPipe.
+int default_vpp(ScheduleKind k);
+
 enum class Overflow { Full, Min };
 
 // MPipe Transpose options (spec sections 2-4, DESIGN.md section 2).

@@ -82,6 +82,20 @@ TEST(PlanCli, TomlConfigUsesTheFlagNamesAndFlagsOverrideIt) {
   expect_error("train --config " + dir + "/train.toml", "--heads");
 }
 
+TEST(Cli, VppDefaultsToWhatTheScheduleNeeds) {
+  // 1 chunk per rank for no-pipelining, GPipe and 1F1B; 2 for interleaved.
+  for (const char* args : {"plan --schedule 1f1b --pp 4 --mb 8", "plan --schedule no-pipelining --pp 1 --mb 2",
+                           "plan --schedule interleaved --pp 2 --mb 4 --format json"}) {
+    const auto r = run_command(hyperpipe() + " " + args, 60);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  }
+  EXPECT_NE(run_command(hyperpipe() + " plan --schedule interleaved --pp 2 --mb 4 --format json").output.find("\"vpp\":2"),
+            std::string::npos);
+  const auto r = run_command(hyperpipe() + " train --nproc 1 --schedule no-pipelining --layers 2 --steps 1", 120);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no-pipelining pp=1 vpp=1"), std::string::npos) << r.output;
+}
+
 TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --hidden 64 --heads 3", "--heads");
   expect_error("train --layers 6 --vpp 2", "--layers");
