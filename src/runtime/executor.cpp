@@ -204,15 +204,30 @@ void Executor::backward(const Action& a) {
   st.backward(a.micro, grad);
 }
 
+void Executor::check_output_spec(const at::Tensor& t, int stage, int micro) const {
+  if (!output_spec_ || options_.variable_seq_len) return;
+  const TensorSpec want = output_spec_(stage, micro);
+  if (t.sizes().vec() == want.shape && t.scalar_type() == want.dtype) return;
+  std::ostringstream os;
+  os << "rank " << rank_ << ": stage " << stage << "'s output for micro " << micro << " is " << t.sizes() << " "
+     << t.scalar_type() << " but the model's output_spec says " << at::IntArrayRef(want.shape) << " " << want.dtype
+     << ", which the receiver allocates";
+  throw std::invalid_argument(os.str());
+}
+
 void Executor::send_forward(const Action& a) {
   Stage& st = stage(a.stage);
+  check_output_spec(st.output(a.micro), a.stage, a.micro);
   // detach(): the message holds the values; the stage keeps the graph.
   post_send(st.output(a.micro).detach(), a.peer, kAct, a.stage, a.micro);
   if (options_.pseudo_deallocate) st.pseudo_deallocate(a.micro);
 }
 
 void Executor::send_backward(const Action& a) {
-  post_send(stage(a.stage).input_grad(a.micro), a.peer, kGrad, a.stage, a.micro);
+  // The gradient of this stage's input: the previous stage's output shape.
+  const at::Tensor g = stage(a.stage).input_grad(a.micro);
+  check_output_spec(g, a.stage - 1, a.micro);
+  post_send(g, a.peer, kGrad, a.stage, a.micro);
 }
 
 void Executor::recv_forward(const Action& a) {

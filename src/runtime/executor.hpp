@@ -103,6 +103,8 @@ class Executor {
 
  private:
   bool carries_meta(comm::MessageKind kind) const;
+  // A sent activation or gradient must be what output_spec promised the receiver.
+  void check_output_spec(const at::Tensor& t, int stage, int micro) const;
   void run_comm_batch(const std::vector<schedule::Action>& actions, size_t begin, size_t end);
   void forward(const schedule::Action& a);
   void backward(const schedule::Action& a);

@@ -54,11 +54,19 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(LearnedShapes, AShapeThatChangesAfterTheFirstStepIsRefusedByTheSender) {
   int code = -1;
-  const std::string out = hp::testing::launch_workers("pipeline_worker", 2, {"reshape"}, &code);
+  const std::string out = hp::testing::launch_workers("pipeline_worker", 2, {"reshape", "learned"}, &code);
   EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("REFUSED rank 0: Activation(stage 0, micro 0) is [2, 5, 16]"), std::string::npos) << out;
   EXPECT_NE(out.find("but the first step sent [2, 6, 16]"), std::string::npos) << out;
   EXPECT_NE(out.find("enable variable_seq_len"), std::string::npos) << out;
+}
+
+TEST(GivenShapes, AnOutputThatDiffersFromTheModelsOutputSpecIsRefusedByTheSender) {
+  int code = -1;
+  const std::string out = hp::testing::launch_workers("pipeline_worker", 2, {"reshape", "given"}, &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("REFUSED rank 0: stage 0's output for micro 0 is [2, 5, 16]"), std::string::npos) << out;
+  EXPECT_NE(out.find("the model's output_spec says [2, 6, 16]"), std::string::npos) << out;
 }
 
 }  // namespace

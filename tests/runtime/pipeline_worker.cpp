@@ -3,7 +3,7 @@
 //
 //   pipeline_worker SCHEDULE VPP MB TIE DEALLOC VARLEN [MB TIE DEALLOC VARLEN ...]
 //
-//   pipeline_worker reshape
+//   pipeline_worker reshape learned|given
 //
 // For each case: one pipelined step in double precision, then this rank's
 // loss and the gradient of every parameter it holds are compared with the
@@ -30,10 +30,11 @@ using namespace hp;
 
 namespace {
 
-// Learned shapes: the second step's micro-batches are one token shorter, so
-// the first send refuses (naming what was learned) instead of handing Gloo a
-// message of another size. Exits 3 after printing the refusal.
-int reshape(comm::ProcessGroup& pg) {
+// The second step's micro-batches are one token shorter than the shapes
+// learned in the first step (or, `given`, than the model's output_spec), so
+// the first send refuses, naming what the receiver expects, instead of
+// handing Gloo a message of another size. Exits 3 after printing the refusal.
+int reshape(comm::ProcessGroup& pg, bool given) {
   runtime::PipelineOptions o;
   o.schedule.kind = schedule::ScheduleKind::OneFOneB;
   o.schedule.pp = pg.world_size();
@@ -41,6 +42,7 @@ int reshape(comm::ProcessGroup& pg) {
   model::GPTStagesOptions g;
   g.config = testing::tiny_gpt_config(false, 3);
   g.config.num_layers = pg.world_size();
+  if (given) g.micro_batch_rows = 2, g.seq_len = 6;
   runtime::Pipeline p(o, pg.rank(), &pg, model::build_gpt_stages(g, o.schedule, pg.rank()));
   for (int seq : {6, 5}) {
     try {
@@ -56,12 +58,12 @@ int reshape(comm::ProcessGroup& pg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::string(argv[1]) == "reshape") {
+  if (argc == 3 && std::string(argv[1]) == "reshape") {
     auto pg = testing::join_worker_group();
-    return reshape(pg);
+    return reshape(pg, std::string(argv[2]) == "given");
   }
   if (argc < 7 || (argc - 3) % 4 != 0) {
-    std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN}... | pipeline_worker reshape\n";
+    std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN}... | pipeline_worker reshape learned|given\n";
     return 2;
   }
   try {
