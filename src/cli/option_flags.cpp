@@ -5,21 +5,41 @@
 namespace hp::cli {
 namespace {
 
-FlagNames common(const std::string& pp_flag, const std::string& frozen_flag) {
-  FlagNames f = {{"schedule.pp", pp_flag},
-                 {"schedule.vpp", "--vpp"},
-                 {"schedule.micro_batches", "--mb"},
-                 {"schedule.group_size", "--group-size"},
-                 {"schedule.layers", "--layers"},
-                 {"schedule.kind", "--schedule"},
-                 {"schedule.mpipe.transpose_layers", "--transpose-layers"},
-                 {"schedule.mpipe.owner_backward", "--owner-backward"},
-                 {"schedule.mpipe.overflow", "--overflow"},
-                 {"schedule.mpipe.frozen_preprocess", frozen_flag}};
+void longest_first(FlagNames& f) {
   // Longest names first, so no name is replaced inside a longer one.
   std::sort(f.begin(), f.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  return f;
 }
+
+FlagNames schedule_flags(const std::string& pp_flag, const std::string& frozen_flag) {
+  return {{"schedule.pp", pp_flag},
+          {"schedule.vpp", "--vpp"},
+          {"schedule.micro_batches", "--mb"},
+          {"schedule.group_size", "--group-size"},
+          {"schedule.layers", "--layers"},
+          {"schedule.kind", "--schedule"},
+          {"schedule.mpipe.transpose_layers", "--transpose-layers"},
+          {"schedule.mpipe.owner_backward", "--owner-backward"},
+          {"schedule.mpipe.overflow", "--overflow"},
+          {"schedule.mpipe.frozen_preprocess", frozen_flag}};
+}
+
+// TransformerConfig, VisionConfig and the model builders' options.
+const FlagNames kModelFlags = {{"model.num_layers", "--layers"},
+                               {"model.hidden_size", "--hidden"},
+                               {"model.num_attention_heads", "--heads"},
+                               {"model.ffn_hidden_size", "--ffn-hidden"},
+                               {"model.vocab_size", "--vocab"},
+                               {"model.max_seq_len", "--seq-len"},
+                               {"model.dropout", "--dropout"},
+                               {"model.layernorm_eps", "--layernorm-eps"},
+                               {"model.init_std", "--init-std"},
+                               {"model.dtype", "--dtype"},
+                               {"model.layers_per_stage", "--layers-per-stage"},
+                               {"vision.num_layers", "--vision-layers"},
+                               {"vision.image_size", "--image-size"},
+                               {"vision.patch_size", "--patch-size"},
+                               {"vision.hidden_size", "--vision-hidden"},
+                               {"vision.num_attention_heads", "--vision-heads"}};
 
 }  // namespace
 
@@ -32,12 +52,21 @@ std::string with_flags(std::string message, const FlagNames& flags) {
 }
 
 const FlagNames& plan_flags() {
-  static const FlagNames f = common("--pp", "--frozen-preprocess");
+  static const FlagNames f = [] {
+    FlagNames f = schedule_flags("--pp", "--frozen-preprocess");
+    longest_first(f);
+    return f;
+  }();
   return f;
 }
 
 const FlagNames& job_flags() {
-  static const FlagNames f = common("--nproc", "--freeze-vision");
+  static const FlagNames f = [] {
+    FlagNames f = schedule_flags("--nproc", "--freeze-vision");
+    f.insert(f.end(), kModelFlags.begin(), kModelFlags.end());
+    longest_first(f);
+    return f;
+  }();
   return f;
 }
 

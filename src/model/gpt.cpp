@@ -52,13 +52,13 @@ GPTChunk::GPTChunk(const TransformerConfig& config, const Partition& partition, 
   config.validate();
   if (partition.num_layers() != config.num_layers) {
     fail("the partition (" + partition.describe() + ") splits " +
-         std::to_string(partition.num_layers()) + " layers but --layers is " +
+         std::to_string(partition.num_layers()) + " layers but model.num_layers is " +
          std::to_string(config.num_layers));
   }
   if (stage < 0 || stage >= partition.num_stages()) {
     fail("stage " + std::to_string(stage) + " is out of range: the partition has " +
-         std::to_string(partition.num_stages()) + " stages (--pp " +
-         std::to_string(partition.pp()) + " x --vpp " + std::to_string(partition.vpp()) + ")");
+         std::to_string(partition.num_stages()) + " stages (schedule.pp " +
+         std::to_string(partition.pp()) + " x schedule.vpp " + std::to_string(partition.vpp()) + ")");
   }
   build(ChunkLayout{stage, partition.is_first(stage), partition.is_last(stage), partition.begin(stage),
                     partition.end(stage)});
@@ -69,7 +69,7 @@ GPTChunk::GPTChunk(const TransformerConfig& config, const ChunkLayout& layout)
   config.validate();
   if (layout.layer_begin < 0 || layout.layer_begin > layout.layer_end || layout.layer_end > config.num_layers) {
     fail("chunk layers [" + std::to_string(layout.layer_begin) + ", " + std::to_string(layout.layer_end) +
-         ") must lie within the model's --layers " + std::to_string(config.num_layers));
+         ") must lie within model.num_layers " + std::to_string(config.num_layers));
   }
   build(layout);
 }
@@ -143,13 +143,13 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
   }
   const int64_t seq = prefix_len + tokens.size(1);
   if (tokens.size(1) < 1 || seq > config_.max_seq_len) {
-    fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+    fail_here("sequence length " + std::to_string(seq) + " must be in 1..model.max_seq_len " +
               std::to_string(config_.max_seq_len));
   }
   if (tokens.numel() > 0) {
     const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
     if (lo < 0 || hi >= config_.vocab_size) {
-      fail_here("token ids must lie in [0, --vocab " + std::to_string(config_.vocab_size) + "), got values in [" +
+      fail_here("token ids must lie in [0, model.vocab_size " + std::to_string(config_.vocab_size) + "), got values in [" +
                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
   }
@@ -184,12 +184,12 @@ torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
   const auto dtype = to_scalar_type(config_.dtype);
   if (input.dim() != 3 || input.size(2) != config_.hidden_size || input.scalar_type() != dtype) {
     fail_here("expects hidden states " + std::string(c10::toString(dtype)) + " [batch, seq, " +
-              std::to_string(config_.hidden_size) + "] (--dtype, --hidden), got " +
+              std::to_string(config_.hidden_size) + "] (model.dtype, model.hidden_size), got " +
               std::string(c10::toString(input.scalar_type())) + " " + shape_text(input));
   }
   const int64_t seq = input.size(1);
   if (seq < 1 || seq > config_.max_seq_len) {
-    fail_here("sequence length " + std::to_string(seq) + " must be in 1..--seq-len " +
+    fail_here("sequence length " + std::to_string(seq) + " must be in 1..model.max_seq_len " +
               std::to_string(config_.max_seq_len));
   }
   return run_layers(input, input);

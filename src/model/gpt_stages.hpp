@@ -36,7 +36,8 @@ struct GPTStagesOptions {
 Partition gpt_partition(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout);
 
 // Checks the config, the partition and, under MPipe, T against stage 0's
-// first chunk (0 <= T < its layers). Throws std::invalid_argument naming the flag.
+// first chunk (0 <= T < its layers). Throws std::invalid_argument naming the option
+// (model.num_layers, schedule.mpipe.transpose_layers, ...).
 void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout);
 
 // This rank's stages under `layout` (after check_gpt_layout). Under MPipe with

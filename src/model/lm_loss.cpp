@@ -35,7 +35,7 @@ at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
     const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
     if (lo < 0 || hi >= vocab) {
       throw std::invalid_argument("lm_loss: labels must lie in [0, " + std::to_string(vocab) +
-                                  ") (the logits' vocabulary, --vocab), got values in [" +
+                                  ") (the logits' vocabulary, model.vocab_size), got values in [" +
                                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
   }

@@ -32,12 +32,12 @@ Partition::Partition(int pp, int vpp, std::vector<int> counts)
 
 Partition Partition::even(int num_layers, int pp, int vpp) {
   check_degrees(pp, vpp);
-  if (num_layers < 1) fail("--layers must be a positive integer, got " + std::to_string(num_layers));
+  if (num_layers < 1) fail("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
   const int stages = pp * vpp;
   if (num_layers < stages) {
-    fail("--layers " + std::to_string(num_layers) + " cannot be split over " +
+    fail("model.num_layers " + std::to_string(num_layers) + " cannot be split over " +
          stages_text(pp, vpp) + ": give at least " + std::to_string(stages) +
-         " layers or per-stage counts (--layers-per-stage)");
+         " layers or per-stage counts (model.layers_per_stage)");
   }
   std::vector<int> counts(stages, num_layers / stages);
   for (int s = 0; s < num_layers % stages; ++s) ++counts[s];
@@ -46,22 +46,22 @@ Partition Partition::even(int num_layers, int pp, int vpp) {
 
 Partition Partition::from_counts(int num_layers, int pp, int vpp, std::vector<int> counts) {
   check_degrees(pp, vpp);
-  if (num_layers < 1) fail("--layers must be a positive integer, got " + std::to_string(num_layers));
+  if (num_layers < 1) fail("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
   const int stages = pp * vpp;
   if (static_cast<int>(counts.size()) != stages) {
-    fail("--layers-per-stage has " + std::to_string(counts.size()) + " counts but there are " +
+    fail("model.layers_per_stage has " + std::to_string(counts.size()) + " counts but there are " +
          stages_text(pp, vpp) + ": give one count per stage, in global stage order");
   }
   long long sum = 0;
   for (std::size_t s = 0; s < counts.size(); ++s) {
     if (counts[s] < 0) {
-      fail("--layers-per-stage: stage " + std::to_string(s) + " has " +
+      fail("model.layers_per_stage: stage " + std::to_string(s) + " has " +
            std::to_string(counts[s]) + " layers; counts must be >= 0 (0 = empty stage)");
     }
     sum += counts[s];
   }
   if (sum != num_layers) {
-    fail("--layers-per-stage sums to " + std::to_string(sum) + " but --layers is " +
+    fail("model.layers_per_stage sums to " + std::to_string(sum) + " but model.num_layers is " +
          std::to_string(num_layers) + ": the counts must add up to the number of layers");
   }
   return Partition(pp, vpp, std::move(counts));
@@ -116,7 +116,7 @@ bool Partition::is_last(int stage) const {
 
 int Partition::stage_of_layer(int layer) const {
   if (layer < 0 || layer >= num_layers_) {
-    fail("layer " + std::to_string(layer) + " is out of range: --layers is " +
+    fail("layer " + std::to_string(layer) + " is out of range: model.num_layers is " +
          std::to_string(num_layers_));
   }
   for (int s = 0; s < num_stages(); ++s) {

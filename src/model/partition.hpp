@@ -18,12 +18,12 @@ class Partition {
   // Even split: layers / stages each, the remainder one extra to the first
   // stages. Requires num_layers >= pp * vpp (every stage gets a layer); use
   // from_counts for empty stages. Throws std::invalid_argument naming
-  // --layers / --pp / --vpp.
+  // model.num_layers / schedule.pp / schedule.vpp.
   static Partition even(int num_layers, int pp, int vpp = 1);
 
   // Explicit per-stage counts, indexed by global stage (pp * vpp of them, each
   // >= 0, zeros make empty stages, summing to num_layers). Throws
-  // std::invalid_argument naming --layers-per-stage.
+  // std::invalid_argument naming model.layers_per_stage.
   static Partition from_counts(int num_layers, int pp, int vpp, std::vector<int> counts);
 
   int pp() const { return pp_; }

@@ -9,8 +9,8 @@ namespace hp::model {
 
 GPTPreprocess::GPTPreprocess(const TransformerConfig& config, int transpose_layers) {
   if (transpose_layers < 1 || transpose_layers >= config.num_layers)
-    throw std::invalid_argument("--transpose-layers " + std::to_string(transpose_layers) +
-                                ": a GPT preprocess needs 1 <= T < --layers " + std::to_string(config.num_layers));
+    throw std::invalid_argument("schedule.mpipe.transpose_layers " + std::to_string(transpose_layers) +
+                                ": a GPT preprocess needs 1 <= T < model.num_layers " + std::to_string(config.num_layers));
   ChunkLayout layout;
   layout.stage = 0;
   layout.embedding = true;

@@ -33,36 +33,36 @@ void require_positive(const char* flag, long long value) {
 }  // namespace
 
 void TransformerConfig::validate() const {
-  require_positive("--layers", num_layers);
-  require_positive("--hidden", hidden_size);
-  require_positive("--heads", num_attention_heads);
-  require_positive("--vocab", vocab_size);
-  require_positive("--seq-len", max_seq_len);
+  require_positive("model.num_layers", num_layers);
+  require_positive("model.hidden_size", hidden_size);
+  require_positive("model.num_attention_heads", num_attention_heads);
+  require_positive("model.vocab_size", vocab_size);
+  require_positive("model.max_seq_len", max_seq_len);
   if (hidden_size % num_attention_heads != 0) {
-    fail("--heads " + std::to_string(num_attention_heads) + " must divide --hidden " +
+    fail("model.num_attention_heads " + std::to_string(num_attention_heads) + " must divide model.hidden_size " +
          std::to_string(hidden_size) + " (each head gets hidden / heads channels)");
   }
   if (ffn_hidden_size < 0) {
-    fail("--ffn-hidden must be a positive integer, or 0 for 4 x --hidden; got " +
+    fail("model.ffn_hidden_size must be a positive integer, or 0 for 4 x model.hidden_size; got " +
          std::to_string(ffn_hidden_size));
   }
   if (dropout != 0.0) {
     std::ostringstream os;
-    os << "--dropout must be 0 (hyperpipe runs are deterministic), got " << dropout;
+    os << "model.dropout must be 0 (hyperpipe runs are deterministic), got " << dropout;
     fail(os.str());
   }
   if (!(layernorm_eps > 0.0) || !std::isfinite(layernorm_eps)) {
     std::ostringstream os;
-    os << "--layernorm-eps must be a finite number > 0, got " << layernorm_eps;
+    os << "model.layernorm_eps must be a finite number > 0, got " << layernorm_eps;
     fail(os.str());
   }
   if (!(init_std > 0.0) || !std::isfinite(init_std)) {
     std::ostringstream os;
-    os << "--init-std must be a finite number > 0, got " << init_std;
+    os << "model.init_std must be a finite number > 0, got " << init_std;
     fail(os.str());
   }
   if (dtype != DType::Float32 && dtype != DType::Float64) {
-    fail("--dtype must be float32 or float64");
+    fail("model.dtype must be float32 or float64");
   }
 }
 

@@ -3,7 +3,8 @@
 // Plain data, free of LibTorch, so the CLI, the planner and the runtime can
 // build, print and validate it cheaply. Field names follow the command-line
 // flags (num_layers <-> --layers, hidden_size <-> --hidden, ...); validate()
-// reports problems in terms of those flags.
+// names the option as model.<field> ("model.num_attention_heads"), which each
+// command maps to its own flag (cli/option_flags.hpp).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@ struct TransformerConfig {
   std::uint64_t seed = 1234;    // --seed: with a parameter's name, fixes its initial value
   DType dtype = DType::Float32; // --dtype: float32 | float64
 
-  // Throws std::invalid_argument naming the offending flag and what is allowed.
+  // Throws std::invalid_argument naming the option (model.<field>) and what is allowed.
   void validate() const;
 
   // ffn_hidden_size, or 4 * hidden_size when it is 0.

@@ -30,20 +30,20 @@ void VisionConfig::validate() const {
   auto positive = [](const char* flag, int v) {
     if (v < 1) fail(std::string(flag) + " must be a positive integer, got " + std::to_string(v));
   };
-  positive("--vision-layers", num_layers);
-  positive("--image-size", image_size);
-  positive("--patch-size", patch_size);
-  positive("--vision-hidden", hidden_size);
-  positive("--vision-heads", num_attention_heads);
+  positive("vision.num_layers", num_layers);
+  positive("vision.image_size", image_size);
+  positive("vision.patch_size", patch_size);
+  positive("vision.hidden_size", hidden_size);
+  positive("vision.num_attention_heads", num_attention_heads);
   if (image_size % patch_size != 0)
-    fail("--patch-size " + std::to_string(patch_size) + " must divide --image-size " + std::to_string(image_size));
+    fail("vision.patch_size " + std::to_string(patch_size) + " must divide vision.image_size " + std::to_string(image_size));
   if (image_size < 4 || image_size % 2 != 0)
-    fail("--image-size must be even and >= 4 (the synthetic shapes fill image quadrants), got " +
+    fail("vision.image_size must be even and >= 4 (the synthetic shapes fill image quadrants), got " +
          std::to_string(image_size));
   if (hidden_size % num_attention_heads != 0)
-    fail("--vision-heads " + std::to_string(num_attention_heads) + " must divide --vision-hidden " +
+    fail("vision.num_attention_heads " + std::to_string(num_attention_heads) + " must divide vision.hidden_size " +
          std::to_string(hidden_size));
-  if (ffn_hidden_size < 0) fail("the vision MLP width must be >= 0 (0 = 4 x --vision-hidden)");
+  if (ffn_hidden_size < 0) fail("the vision MLP width must be >= 0 (0 = 4 x vision.hidden_size)");
 }
 
 // Pre-norm ViT block: bidirectional attention (every patch sees every
@@ -83,7 +83,7 @@ VisionTower::VisionTower(const VisionConfig& vision, const TransformerConfig& te
   text.validate();
   if (begin < 0 || begin >= end || end > vision.num_layers)
     fail("vision tower blocks [" + std::to_string(begin) + ", " + std::to_string(end) +
-         ") must be a non-empty range within --vision-layers " + std::to_string(vision.num_layers));
+         ") must be a non-empty range within vision.num_layers " + std::to_string(vision.num_layers));
   const auto dtype = to_scalar_type(text.dtype);
   const int p = vision.patch_size, dv = vision.hidden_size;
   auto root = register_module("vision", std::make_shared<torch::nn::Module>("vision"));
@@ -155,8 +155,8 @@ std::vector<std::pair<std::string, at::Tensor>> VisionTower::global_parameters()
 
 VisionPreprocess::VisionPreprocess(const VisionConfig& vision, const TransformerConfig& text, int transpose_blocks) {
   if (transpose_blocks < 1 || transpose_blocks > vision.num_layers)
-    fail("--transpose-layers " + std::to_string(transpose_blocks) +
-         ": a VL preprocess transposes 1..--vision-layers " + std::to_string(vision.num_layers) + " tower blocks");
+    fail("schedule.mpipe.transpose_layers " + std::to_string(transpose_blocks) +
+         ": a VL preprocess transposes 1..vision.num_layers " + std::to_string(vision.num_layers) + " tower blocks");
   tower_ = std::make_shared<VisionTower>(vision, text, 0, transpose_blocks);
 }
 

@@ -16,7 +16,7 @@ struct VisionConfig {
 
   static constexpr int kChannels = 3;
   int num_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
-  // Throws std::invalid_argument naming the flag and what is allowed.
+  // Throws std::invalid_argument naming the option (vision.<field>) and what is allowed.
   void validate() const;
 };
 

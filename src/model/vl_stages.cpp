@@ -29,8 +29,8 @@ void check_vl_layout(const VLStagesOptions& o, const schedule::ScheduleOptions& 
                                 " image patches, which come first");
   const int t = transposed_blocks(layout);
   if (t < 0 || t > o.vision.num_layers)
-    throw std::invalid_argument("schedule.mpipe.transpose_layers counts vision tower blocks for --model vl: 0 <= T <= "
-                                "--vision-layers " + std::to_string(o.vision.num_layers) + ", got " +
+    throw std::invalid_argument("schedule.mpipe.transpose_layers counts vision tower blocks for a VL model: 0 <= T <= "
+                                "vision.num_layers " + std::to_string(o.vision.num_layers) + ", got " +
                                 std::to_string(t));
   // The schedule as the runtime will build it: a frozen tower is a frozen preprocess.
   schedule::ScheduleOptions s = layout;

@@ -26,7 +26,7 @@ struct VLStagesOptions {
 };
 
 // Checks the text body and the tower against the layout (text positions
-// beyond the patches, T <= --vision-layers). Throws std::invalid_argument naming the flag.
+// beyond the patches, T <= vision.num_layers). Throws std::invalid_argument naming the option.
 void check_vl_layout(const VLStagesOptions& o, const schedule::ScheduleOptions& layout);
 
 runtime::RankModel build_vl_stages(const VLStagesOptions& o, const schedule::ScheduleOptions& layout, int rank);

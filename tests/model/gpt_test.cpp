@@ -294,7 +294,7 @@ TEST(GPTForward, SequenceLengthMayVary) {
     EXPECT_LE(max_abs_diff(part, full.narrow(1, 0, seq)), 1e-12) << "seq " << seq;
   }
   expect_invalid([&] { chunks[0]->forward(tokens_for(c, 2, 9, 1)); },
-                 {"stage 0", "sequence length 9", "--seq-len 8"});
+                 {"stage 0", "sequence length 9", "model.max_seq_len 8"});
 }
 
 TEST(GPTForward, MicroBatchesSplitAlongDimZero) {
@@ -343,21 +343,21 @@ TEST(GPTForward, RejectsBadInputs) {
   const auto hidden = at::zeros({2, 4, 16}, at::TensorOptions().dtype(at::kDouble));
   expect_invalid([&] { chunks[0]->forward(hidden); }, {"stage 0", "int64 token ids"});
   expect_invalid([&] { chunks[0]->forward(tokens_for(c, 2, 4, 1).add(32)); },
-                 {"token ids", "--vocab 32"});
+                 {"token ids", "model.vocab_size 32"});
   expect_invalid([&] { chunks[0]->forward(at::Tensor()); }, {"undefined"});
   expect_invalid([&] { chunks[1]->forward(tokens_for(c, 2, 4, 1)); },
-                 {"stage 1", "[batch, seq, 16]", "--hidden"});
-  expect_invalid([&] { chunks[1]->forward(hidden.to(at::kFloat)); }, {"Double", "--dtype"});
-  expect_invalid([&] { chunks[1]->forward(hidden.narrow(2, 0, 8)); }, {"--hidden", "[2, 4, 8]"});
+                 {"stage 1", "[batch, seq, 16]", "model.hidden_size"});
+  expect_invalid([&] { chunks[1]->forward(hidden.to(at::kFloat)); }, {"Double", "model.dtype"});
+  expect_invalid([&] { chunks[1]->forward(hidden.narrow(2, 0, 8)); }, {"model.hidden_size", "[2, 4, 8]"});
 }
 
 TEST(GPTChunkCtor, ValidatesConfigPartitionAndStage) {
   auto c = small_config(4, false);
   expect_invalid([&] { GPTChunk(c, Partition::even(6, 2, 1), 0); },
-                 {"splits 6 layers", "--layers is 4"});
+                 {"splits 6 layers", "model.num_layers is 4"});
   expect_invalid([&] { GPTChunk(c, Partition::even(4, 2, 1), 2); }, {"stage 2", "2 stages"});
   c.num_attention_heads = 3;
-  expect_invalid([&] { build_reference_gpt(c); }, {"--heads 3", "--hidden 16"});
+  expect_invalid([&] { build_reference_gpt(c); }, {"model.num_attention_heads 3", "model.hidden_size 16"});
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST(LmLoss, RejectsMismatchedInputs) {
   expect_invalid([&] { lm_loss(logits.select(0, 0), labels); }, {"logits", "[batch, seq, vocab]"});
   expect_invalid([&] { lm_loss(logits, labels.narrow(1, 0, 4)); }, {"labels", "[2, 5]", "[2, 4]"});
   expect_invalid([&] { lm_loss(logits, labels.to(at::kInt)); }, {"labels must be int64"});
-  expect_invalid([&] { lm_loss(logits, labels.add(7)); }, {"[0, 7)", "--vocab"});
+  expect_invalid([&] { lm_loss(logits, labels.add(7)); }, {"[0, 7)", "model.vocab_size"});
   expect_invalid([&] { lm_loss(logits, labels.sub(1)); }, {"[-1, -1]"});
 }
 

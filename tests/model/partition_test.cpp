@@ -71,9 +71,9 @@ TEST(Partition, EvenSplitRemainderGoesToFirstStages) {
 
 TEST(Partition, EvenSplitRejectsTooFewLayers) {
   expect_invalid([] { Partition::even(6, 4, 2); },
-                 {"--layers 6 cannot be split over 8 stages (schedule.pp 4 x schedule.vpp 2): give at least 8 "
+                 {"model.num_layers 6 cannot be split over 8 stages (schedule.pp 4 x schedule.vpp 2): give at least 8 "
                   "layers or per-stage counts"});
-  expect_invalid([] { Partition::even(0, 1, 1); }, {"--layers", "positive"});
+  expect_invalid([] { Partition::even(0, 1, 1); }, {"model.num_layers", "positive"});
   expect_invalid([] { Partition::even(8, 0, 1); }, {"schedule.pp", "at least 1"});
   expect_invalid([] { Partition::even(8, 2, 0); }, {"schedule.vpp", "at least 1"});
 }
@@ -101,12 +101,12 @@ TEST(Partition, ExplicitCountsAllowEmptyStages) {
 
 TEST(Partition, ExplicitCountsErrors) {
   expect_invalid([] { Partition::from_counts(8, 2, 2, {4, 4}); },
-                 {"--layers-per-stage has 2 counts", "4 stages (schedule.pp 2 x schedule.vpp 2)"});
+                 {"model.layers_per_stage has 2 counts", "4 stages (schedule.pp 2 x schedule.vpp 2)"});
   expect_invalid([] { Partition::from_counts(8, 2, 2, {4, 4, -1, 1}); },
-                 {"--layers-per-stage", "stage 2", ">= 0"});
+                 {"model.layers_per_stage", "stage 2", ">= 0"});
   expect_invalid([] { Partition::from_counts(8, 2, 2, {2, 2, 2, 1}); },
-                 {"--layers-per-stage sums to 7", "--layers is 8"});
-  expect_invalid([] { Partition::from_counts(0, 1, 1, {0}); }, {"--layers", "positive"});
+                 {"model.layers_per_stage sums to 7", "model.num_layers is 8"});
+  expect_invalid([] { Partition::from_counts(0, 1, 1, {0}); }, {"model.num_layers", "positive"});
 }
 
 TEST(Partition, QueriesRejectOutOfRange) {
@@ -115,7 +115,7 @@ TEST(Partition, QueriesRejectOutOfRange) {
   expect_invalid([&] { p.is_last(-1); }, {"stage -1"});
   expect_invalid([&] { p.stage(2, 0); }, {"rank 2", "schedule.pp 2"});
   expect_invalid([&] { p.stage(0, 2); }, {"chunk 2", "schedule.vpp 2"});
-  expect_invalid([&] { p.stage_of_layer(8); }, {"layer 8", "--layers is 8"});
+  expect_invalid([&] { p.stage_of_layer(8); }, {"layer 8", "model.num_layers is 8"});
 }
 
 }  // namespace

@@ -25,11 +25,11 @@ TEST(TransformerConfig, PositiveIntegerFieldsNameTheirFlag) {
     int TransformerConfig::*field;
     const char* flag;
   };
-  const Case cases[] = {{&TransformerConfig::num_layers, "--layers"},
-                        {&TransformerConfig::hidden_size, "--hidden"},
-                        {&TransformerConfig::num_attention_heads, "--heads"},
-                        {&TransformerConfig::vocab_size, "--vocab"},
-                        {&TransformerConfig::max_seq_len, "--seq-len"}};
+  const Case cases[] = {{&TransformerConfig::num_layers, "model.num_layers"},
+                        {&TransformerConfig::hidden_size, "model.hidden_size"},
+                        {&TransformerConfig::num_attention_heads, "model.num_attention_heads"},
+                        {&TransformerConfig::vocab_size, "model.vocab_size"},
+                        {&TransformerConfig::max_seq_len, "model.max_seq_len"}};
   for (const auto& k : cases) {
     for (int bad : {0, -3}) {
       TransformerConfig c;
@@ -43,7 +43,7 @@ TEST(TransformerConfig, HeadsMustDivideHidden) {
   TransformerConfig c;
   c.hidden_size = 64;
   c.num_attention_heads = 5;
-  expect_invalid([&] { c.validate(); }, {"--heads 5", "--hidden 64", "divide"});
+  expect_invalid([&] { c.validate(); }, {"model.num_attention_heads 5", "model.hidden_size 64", "divide"});
   c.num_attention_heads = 8;
   EXPECT_NO_THROW(c.validate());
 }
@@ -52,27 +52,27 @@ TEST(TransformerConfig, OtherFieldsAreChecked) {
   {
     TransformerConfig c;
     c.ffn_hidden_size = -1;
-    expect_invalid([&] { c.validate(); }, {"--ffn-hidden", "0 for 4 x --hidden"});
+    expect_invalid([&] { c.validate(); }, {"model.ffn_hidden_size", "0 for 4 x model.hidden_size"});
   }
   {
     TransformerConfig c;
     c.dropout = 0.1;
-    expect_invalid([&] { c.validate(); }, {"--dropout", "must be 0"});
+    expect_invalid([&] { c.validate(); }, {"model.dropout", "must be 0"});
   }
   {
     TransformerConfig c;
     c.layernorm_eps = 0;
-    expect_invalid([&] { c.validate(); }, {"--layernorm-eps", "> 0"});
+    expect_invalid([&] { c.validate(); }, {"model.layernorm_eps", "> 0"});
   }
   {
     TransformerConfig c;
     c.init_std = -0.02;
-    expect_invalid([&] { c.validate(); }, {"--init-std", "> 0"});
+    expect_invalid([&] { c.validate(); }, {"model.init_std", "> 0"});
   }
   {
     TransformerConfig c;
     c.dtype = static_cast<DType>(7);
-    expect_invalid([&] { c.validate(); }, {"--dtype", "float32 or float64"});
+    expect_invalid([&] { c.validate(); }, {"model.dtype", "float32 or float64"});
   }
 }
 

@@ -77,14 +77,14 @@ TEST(VisionTower, AFrozenTowerRecordsNoGradients) {
 
 TEST(VisionTower, BadInputIsRejected) {
   using testing::expect_invalid;
-  expect_invalid([] { VisionTower(vision(), text(), 2, 2); }, {"non-empty range", "--vision-layers 3"});
-  expect_invalid([] { VisionTower(vision(), text(), 0, 4); }, {"--vision-layers 3"});
+  expect_invalid([] { VisionTower(vision(), text(), 2, 2); }, {"non-empty range", "vision.num_layers 3"});
+  expect_invalid([] { VisionTower(vision(), text(), 0, 4); }, {"vision.num_layers 3"});
   VisionConfig v = vision();
   v.patch_size = 3;
-  expect_invalid([&] { v.validate(); }, {"--patch-size 3 must divide --image-size 8"});
+  expect_invalid([&] { v.validate(); }, {"vision.patch_size 3 must divide vision.image_size 8"});
   VisionTower tower(vision(), text(), 0, 3);
   expect_invalid([&] { tower.forward(at::zeros({2, 3, 4, 4}, at::kDouble)); }, {"expect pixels", "[rows, 3, 8, 8]"});
-  expect_invalid([] { VisionPreprocess(vision(), text(), 0); }, {"1..--vision-layers 3"});
+  expect_invalid([] { VisionPreprocess(vision(), text(), 0); }, {"1..vision.num_layers 3"});
 }
 
 TEST(VLData, SamplesAreFixedBySeedAndIndexAndCaptionsDescribeTheImage) {

@@ -161,7 +161,7 @@ TEST(MPipeTrain, BadInputFailsWithOneLineBeforeAnyRankStarts) {
                   "--owner-backward needs --transpose-layers >= 1");
   expect_rejected({"--schedule", "mpipe", "--nproc", "1"}, "MPipe Transpose needs --nproc >= 2");
   expect_rejected({"--schedule", "mpipe", "--model", "vl", "--transpose-layers", "3", "--vocab", "17"},
-                  "--transpose-layers counts vision tower blocks for --model vl: 0 <= T <= --vision-layers 2");
+                  "--transpose-layers counts vision tower blocks for a VL model: 0 <= T <= --vision-layers 2");
   expect_rejected({"--schedule", "mpipe", "--model", "vl", "--freeze-vision", "--owner-backward", "--vocab", "17"},
                   "--owner-backward needs a trainable preprocess");
 }
