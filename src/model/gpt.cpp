@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/hyper_connection.hpp"
 #include "model/layers.hpp"
 
 namespace hp::model {
@@ -37,11 +38,18 @@ torch::Tensor initial_parameter_value(const std::string& name, at::IntArrayRef s
   const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
   if (ends_with(name, "norm.weight")) return at::ones(shape, opts);
   if (ends_with(name, ".bias")) return at::zeros(shape, opts);
+  if (ends_with(name, "_hc.alpha_pre") || ends_with(name, "_hc.alpha_post") || ends_with(name, "_hc.alpha_res"))
+    return at::full(shape, config.mhc_init_gating_factor, opts);
+  auto gen = at::detail::createCPUGenerator(config.seed ^ fnv1a64(name));
+  if (ends_with(name, "_hc.mapping_proj.weight")) {
+    // Xavier-uniform over [out, in], as Megatron initialises mHC's projection.
+    const double bound = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
+    return at::empty(shape, at::TensorOptions().dtype(at::kDouble)).uniform_(-bound, bound, gen).to(opts.dtype());
+  }
   double std_dev = config.init_std;
   if (ends_with(name, "attention.proj.weight") || ends_with(name, "mlp.fc2.weight")) {
     std_dev /= std::sqrt(2.0 * config.num_layers);
   }
-  auto gen = at::detail::createCPUGenerator(config.seed ^ fnv1a64(name));
   auto value = at::empty(shape, at::TensorOptions().dtype(at::kDouble));
   value.normal_(0.0, std_dev, gen);
   return value.to(opts.dtype());
@@ -114,11 +122,11 @@ void GPTChunk::build(const ChunkLayout& layout) {
 
 std::vector<int64_t> GPTChunk::input_shape(int64_t batch, int64_t seq) const {
   if (first_) return {batch, seq};
-  return {batch, seq, config_.hidden_size};
+  return {batch, seq, config_.residual_width()};
 }
 
 std::vector<int64_t> GPTChunk::output_shape(int64_t batch, int64_t seq) const {
-  return {batch, seq, last_ ? config_.vocab_size : config_.hidden_size};
+  return {batch, seq, last_ ? config_.vocab_size : config_.residual_width()};
 }
 
 c10::ScalarType GPTChunk::activation_dtype() const { return to_scalar_type(config_.dtype); }
@@ -155,12 +163,16 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
   }
   torch::Tensor x = word_->forward(tokens);
   if (prefix.defined()) x = at::cat({prefix, x}, 1);
-  return x + position_->weight.narrow(0, 0, seq);
+  x = x + position_->weight.narrow(0, 0, seq);
+  // mHC: the residual leaves the embedding as n streams.
+  return config_.enable_mhc_connections ? expand_streams(x, config_.mhc_num_residual_streams) : x;
 }
 
 torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input) {
   for (auto& block : blocks_) x = block->forward(x);
   if (last_) {
+    // mHC: GPT contracts the streams by their mean before the final norm.
+    if (config_.enable_mhc_connections) x = contract_streams_mean(x, config_.mhc_num_residual_streams);
     x = final_norm_->forward(x);
     x = lm_head_ ? lm_head_->forward(x) : at::linear(x, word_->weight);
   }
@@ -182,9 +194,10 @@ torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
   if (!input.defined()) fail_here("input is an undefined tensor");
   if (first_) return run_layers(embed(input, torch::Tensor()), input);
   const auto dtype = to_scalar_type(config_.dtype);
-  if (input.dim() != 3 || input.size(2) != config_.hidden_size || input.scalar_type() != dtype) {
+  if (input.dim() != 3 || input.size(2) != config_.residual_width() || input.scalar_type() != dtype) {
     fail_here("expects hidden states " + std::string(c10::toString(dtype)) + " [batch, seq, " +
-              std::to_string(config_.hidden_size) + "] (model.dtype, model.hidden_size), got " +
+              std::to_string(config_.residual_width()) + "] (model.dtype, model.hidden_size" +
+              (config_.enable_mhc_connections ? " x model.mhc_num_residual_streams" : "") + "), got " +
               std::string(c10::toString(input.scalar_type())) + " " + shape_text(input));
   }
   const int64_t seq = input.size(1);

@@ -64,7 +64,7 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
   if (cfg.tie_embeddings) m.tied_parameters = {"embedding.word.weight"};
   if (o.micro_batch_rows > 0 && o.seq_len > 0) {
-    const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, cfg.hidden_size};
+    const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, cfg.residual_width()};
     const auto dtype = cfg.dtype == DType::Float64 ? at::kDouble : at::kFloat;
     m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
   }

@@ -1,5 +1,7 @@
 #include "model/layers.hpp"
 
+#include "model/hyper_connection.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -75,9 +77,19 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config) {
   mlp_norm_ = register_module(
       "mlp_norm", std::make_shared<LayerNorm>(config.hidden_size, config.layernorm_eps, dtype));
   mlp_ = register_module("mlp", std::make_shared<MLP>(config));
+  if (config.enable_mhc_connections) {
+    attention_hc_ = register_module("attention_hc", std::make_shared<HyperConnection>(config));
+    mlp_hc_ = register_module("mlp_hc", std::make_shared<HyperConnection>(config));
+  }
 }
 
 torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
+  if (attention_hc_) {
+    const auto h = attention_hc_->forward(x, [this](const torch::Tensor& u) {
+      return attention_->forward(attn_norm_->forward(u));
+    });
+    return mlp_hc_->forward(h, [this](const torch::Tensor& u) { return mlp_->forward(mlp_norm_->forward(u)); });
+  }
   const auto h = x + attention_->forward(attn_norm_->forward(x));
   return h + mlp_->forward(mlp_norm_->forward(h));
 }

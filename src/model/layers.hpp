@@ -75,9 +75,13 @@ class MLP : public torch::nn::Module {
   std::shared_ptr<Linear> fc2_;
 };
 
+class HyperConnection;
+
 // Pre-norm block: x + attention(attn_norm(x)), then h + mlp(mlp_norm(h)).
-// Submodules: attn_norm, attention, mlp_norm, mlp. Returns a new tensor (never
-// a view of its input).
+// Submodules: attn_norm, attention, mlp_norm, mlp. With mHC
+// (config.enable_mhc_connections) x carries n streams, [batch, seq, n * hidden],
+// and each residual is a HyperConnection ("attention_hc", "mlp_hc") around the
+// same sublayer. Returns a new tensor (never a view of its input).
 class TransformerBlock : public torch::nn::Module {
  public:
   explicit TransformerBlock(const TransformerConfig& config);
@@ -88,6 +92,7 @@ class TransformerBlock : public torch::nn::Module {
   std::shared_ptr<CausalSelfAttention> attention_;
   std::shared_ptr<LayerNorm> mlp_norm_;
   std::shared_ptr<MLP> mlp_;
+  std::shared_ptr<HyperConnection> attention_hc_, mlp_hc_;  // mHC only
 };
 
 }  // namespace hp::model

@@ -33,7 +33,7 @@ TensorSpec GPTPreprocess::input_spec(std::int64_t rows, std::int64_t seq) const 
 }
 
 TensorSpec GPTPreprocess::output_spec(std::int64_t rows, std::int64_t seq) const {
-  return {{rows, seq, chunk_->config().hidden_size}, chunk_->activation_dtype()};
+  return {{rows, seq, chunk_->config().residual_width()}, chunk_->activation_dtype()};
 }
 
 std::vector<std::string> GPTPreprocess::tied_parameter_names() const { return chunk_->tied_parameter_names(); }

@@ -64,6 +64,15 @@ void TransformerConfig::validate() const {
   if (dtype != DType::Float32 && dtype != DType::Float64) {
     fail("model.dtype must be float32 or float64");
   }
+  if (mhc_num_residual_streams < 1)
+    fail("model.mhc_num_residual_streams must be >= 1, got " + std::to_string(mhc_num_residual_streams));
+  if (mhc_sinkhorn_iterations < 1)
+    fail("model.mhc_sinkhorn_iterations must be >= 1, got " + std::to_string(mhc_sinkhorn_iterations));
+  if (!(mhc_init_gating_factor >= 0.0) || !std::isfinite(mhc_init_gating_factor)) {
+    std::ostringstream os;
+    os << "model.mhc_init_gating_factor must be a finite number >= 0, got " << mhc_init_gating_factor;
+    fail(os.str());
+  }
 }
 
 std::string TransformerConfig::describe() const {
@@ -73,6 +82,9 @@ std::string TransformerConfig::describe() const {
      << " --seq-len " << max_seq_len << " --tie-embeddings " << (tie_embeddings ? "true" : "false")
      << " --dropout " << dropout << " --layernorm-eps " << layernorm_eps << " --init-std "
      << init_std << " --seed " << seed << " --dtype " << dtype_name(dtype);
+  if (enable_mhc_connections)
+    os << " --mhc --mhc-streams " << mhc_num_residual_streams << " --mhc-sinkhorn-iterations "
+       << mhc_sinkhorn_iterations << " --mhc-init-gating-factor " << mhc_init_gating_factor;
   return os.str();
 }
 

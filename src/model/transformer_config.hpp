@@ -37,12 +37,23 @@ struct TransformerConfig {
   std::uint64_t seed = 1234;    // --seed: with a parameter's name, fixes its initial value
   DType dtype = DType::Float32; // --dtype: float32 | float64
 
+  // Multi-stream residuals (mHC, model/hyper_connection.hpp): the residual
+  // carries n streams of hidden_size each, mixed around every sublayer.
+  bool enable_mhc_connections = false;  // --mhc
+  int mhc_num_residual_streams = 4;     // --mhc-streams: n >= 1
+  int mhc_sinkhorn_iterations = 20;     // --mhc-sinkhorn-iterations: >= 1
+  double mhc_init_gating_factor = 0.01; // --mhc-init-gating-factor: >= 0, the gates' initial value
+
   // Throws std::invalid_argument naming the option (model.<field>) and what is allowed.
   void validate() const;
 
   // ffn_hidden_size, or 4 * hidden_size when it is 0.
   int ffn_hidden() const { return ffn_hidden_size > 0 ? ffn_hidden_size : 4 * hidden_size; }
   int head_dim() const { return hidden_size / num_attention_heads; }
+  // Streams of the residual: n with mHC, else 1.
+  int residual_streams() const { return enable_mhc_connections ? mhc_num_residual_streams : 1; }
+  // Width of the residual between layers and stages: hidden_size * streams.
+  int residual_width() const { return hidden_size * residual_streams(); }
 
   // One line, flag style: "--layers 8 --hidden 64 ...", for logs.
   std::string describe() const;

@@ -21,6 +21,7 @@ TransformerConfig block_config(const VisionConfig& v, const TransformerConfig& t
   c.hidden_size = v.hidden_size;
   c.num_attention_heads = v.num_attention_heads;
   c.ffn_hidden_size = v.ffn_hidden_size;
+  c.enable_mhc_connections = false;  // multi-stream residuals are the text body's
   return c;
 }
 

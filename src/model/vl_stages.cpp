@@ -73,7 +73,7 @@ runtime::RankModel build_vl_stages(const VLStagesOptions& o, const schedule::Sch
     return lm_loss(logits.size(1) == n ? logits : logits.narrow(1, logits.size(1) - n, n), labels);
   };
   if (rows > 0 && seq > 0) {
-    const std::vector<std::int64_t> shape{rows, prefix + seq, text.hidden_size};
+    const std::vector<std::int64_t> shape{rows, prefix + seq, text.residual_width()};
     const auto dtype = text.dtype == DType::Float64 ? at::kDouble : at::kFloat;
     m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
   }
