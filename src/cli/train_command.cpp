@@ -149,6 +149,12 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--ffn-hidden", m.ffn_hidden_size, "MLP width (0 = 4 * hidden)")->capture_default_str();
   cmd->add_option("--vocab", m.vocab_size, "vocabulary size")->capture_default_str();
   cmd->add_flag("--tie-embeddings", m.tie_embeddings, "share the word embedding with the LM head");
+  cmd->add_flag("--mhc", m.enable_mhc_connections, "multi-stream residuals (manifold-constrained hyper-connections)");
+  cmd->add_option("--mhc-streams", m.mhc_num_residual_streams, "mHC: residual streams n")->capture_default_str();
+  cmd->add_option("--mhc-sinkhorn-iterations", m.mhc_sinkhorn_iterations, "mHC: Sinkhorn-Knopp passes")
+      ->capture_default_str();
+  cmd->add_option("--mhc-init-gating-factor", m.mhc_init_gating_factor, "mHC: initial value of the gates")
+      ->capture_default_str();
   cmd->add_option("--steps", t.steps, "number of the last step")->capture_default_str();
   cmd->add_option("--lr", t.lr.max_lr, "peak learning rate")->capture_default_str();
   cmd->add_option("--min-lr", t.lr.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();

@@ -59,6 +59,24 @@ TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
   EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;
 }
 
+TEST(TrainDist, AnMhcModelTrainsPipelinedAndResumesUnderAnotherLayout) {
+  const std::string dir = fresh_dir("mhc");
+  const std::string mhc = " --mhc --mhc-streams 3";
+  const auto full = train("--nproc 1 --schedule no-pipelining --steps 5" + mhc, dir + "/full.jsonl");
+  ASSERT_EQ(full.size(), 5u);
+  // Saved by an interleaved pipeline whose every edge carries 3 streams, resumed in one process.
+  const auto first = train("--nproc 2 --schedule interleaved --vpp 2 --steps 3 --save " + dir + "/ck" + mhc,
+                           dir + "/first.jsonl");
+  expect_same_curve(first, std::vector<std::pair<long, double>>(full.begin(), full.begin() + 3));
+  expect_same_curve(train("--nproc 1 --schedule no-pipelining --steps 5 --load " + dir + "/ck" + mhc,
+                          dir + "/rest.jsonl"),
+                    std::vector<std::pair<long, double>>(full.begin() + 3, full.end()));
+  // Without mHC the checkpoint is of another model.
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 1 --schedule no-pipelining --load " + dir + "/ck");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("mhc-streams"), std::string::npos) << r.output;
+}
+
 TEST(TrainDist, ADeadRankFailsTheJobFastAndIsNamed) {
   const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 4 --schedule 1f1b --vpp 1 --steps 5 --timeout 30 --inject-fault 2:2:exit", 120);
   EXPECT_NE(r.exit_code, 0) << r.output;
