@@ -1,0 +1,152 @@
+#include "model/hybrid.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/nn/modules/container/moduledict.h>
+
+#include <stdexcept>
+
+#include "model/gpt.hpp"
+#include "model/hyper_connection.hpp"
+#include "model/layers.hpp"
+
+namespace hp::model {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+void HybridConfig::validate() const {
+  base.validate();
+  HybridPattern::parse(pattern);
+  if (mamba.state_size < 1 || mamba.conv_kernel < 1 || mamba.expand < 1)
+    throw std::invalid_argument("model.mamba_state_size, conv_kernel and expand must be >= 1");
+  if (moe.num_experts < 1 || moe.top_k < 1 || moe.top_k > moe.num_experts)
+    throw std::invalid_argument("model.moe_top_k must be in 1..model.moe_num_experts (" +
+                                std::to_string(moe.num_experts) + "), got " + std::to_string(moe.top_k));
+}
+
+HybridLayer::HybridLayer(const HybridConfig& config, LayerKind kind) : kind_(kind) {
+  const TransformerConfig& c = config.base;
+  norm_ = register_module("norm", std::make_shared<LayerNorm>(c.hidden_size, c.layernorm_eps, to_scalar_type(c.dtype)));
+  switch (kind) {
+    case LayerKind::Mamba: {
+      auto m = register_module("mixer", std::make_shared<MambaMixer>(c, config.mamba));
+      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      break;
+    }
+    case LayerKind::Attention: {
+      auto m = register_module("mixer", std::make_shared<CausalSelfAttention>(c));
+      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      break;
+    }
+    case LayerKind::MLP: {
+      auto m = register_module("mixer", std::make_shared<MLP>(c));
+      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      break;
+    }
+    case LayerKind::MoE: {
+      auto m = register_module("mixer", std::make_shared<MixtureOfExperts>(c, config.moe));
+      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      break;
+    }
+  }
+  if (c.enable_mhc_connections) hc_ = register_module("hc", std::make_shared<HyperConnection>(c));
+}
+
+torch::Tensor HybridLayer::forward(const torch::Tensor& x) {
+  auto sublayer = [this](const torch::Tensor& u) { return mix_(norm_->forward(u)); };
+  return hc_ ? hc_->forward(x, sublayer) : x + sublayer(x);
+}
+
+LearnedContraction::LearnedContraction(const TransformerConfig& config)
+    : streams_(config.mhc_num_residual_streams), width_(config.hidden_size), eps_(config.layernorm_eps) {
+  const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
+  scale = register_parameter("scale", at::ones({1}, opts));
+  weight = register_parameter("weight", at::zeros({streams_, width_}, opts));
+  base = register_parameter("base", at::zeros({streams_}, opts));
+}
+
+torch::Tensor LearnedContraction::forward(const torch::Tensor& x) {
+  // At least float32, whatever the model's precision.
+  const auto compute = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  std::vector<int64_t> split = x.sizes().vec();
+  split.back() = streams_;
+  split.push_back(width_);
+  const auto xs = x.to(compute).reshape(split);                                        // [..., n, C]
+  const auto rms = at::rsqrt(x.to(compute).pow(2).mean(-1, /*keepdim=*/true) + eps_);  // [..., 1]
+  const auto score = scale.to(compute) * (xs * weight.to(compute)).sum(-1) * rms + base.to(compute);
+  const auto gate = at::sigmoid(score) + eps_;                                         // [..., n]
+  return (gate.unsqueeze(-1) * xs).sum(-2).to(x.scalar_type());
+}
+
+HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool first, bool last)
+    : config_(config), first_(first), last_(last) {
+  config.validate();
+  const TransformerConfig& c = config.base;
+  const HybridPattern pattern = HybridPattern::parse(config.pattern);
+  if (begin < 0 || begin > end || end > static_cast<int>(pattern.layers.size()))
+    throw std::invalid_argument("hybrid chunk layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") must lie within the pattern's " + std::to_string(pattern.layers.size()) +
+                                " decoder layers");
+  const auto dtype = to_scalar_type(c.dtype);
+  if (first_) {
+    auto embedding = register_module("embedding", std::make_shared<torch::nn::Module>("embedding"));
+    word_ = embedding->register_module("word", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, dtype));
+    position_ = embedding->register_module("position", std::make_shared<Embedding>(c.max_seq_len, c.hidden_size, dtype));
+  }
+  auto layers = register_module("layers", torch::nn::ModuleDict());
+  for (int i = begin; i < end; ++i) {
+    layers_.push_back(std::make_shared<HybridLayer>(config, pattern.layers[i]));
+    layers->update({{std::to_string(i), layers_.back()}});
+  }
+  if (last_) {
+    if (c.enable_mhc_connections) contraction_ = register_module("final_contraction", std::make_shared<LearnedContraction>(c));
+    final_norm_ = register_module("final_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layernorm_eps, dtype));
+    lm_head_ = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, dtype));
+  }
+  at::NoGradGuard no_grad;
+  for (auto& item : named_parameters(/*recurse=*/true))
+    item.value().copy_(hybrid_initial_value(item.key(), item.value().sizes(), c));
+}
+
+torch::Tensor HybridChunk::forward(const torch::Tensor& input) {
+  const TransformerConfig& c = config_.base;
+  torch::Tensor x = input;
+  if (first_) {
+    if (input.scalar_type() != at::kLong || input.dim() != 2 || input.size(1) > c.max_seq_len)
+      throw std::invalid_argument("the Hybrid model's first stage takes int64 token ids [batch, seq <= " +
+                                  std::to_string(c.max_seq_len) + "]");
+    x = word_->forward(input) + position_->weight.narrow(0, 0, input.size(1));
+    if (c.enable_mhc_connections) x = expand_streams(x, c.mhc_num_residual_streams);
+  } else if (input.dim() != 3 || input.size(2) != c.residual_width()) {
+    throw std::invalid_argument("a Hybrid stage takes [batch, seq, " + std::to_string(c.residual_width()) +
+                                "] (model.hidden_size x streams)");
+  }
+  for (auto& layer : layers_) x = layer->forward(x);
+  if (last_) {
+    if (contraction_) x = contraction_->forward(x);
+    x = lm_head_->forward(final_norm_->forward(x));
+  }
+  // An empty middle stage: an independent, graph-connected output, so the
+  // schedule can pseudo-deallocate it without touching the received input.
+  if (x.is_same(input)) x = input.clone();
+  return x;
+}
+
+torch::Tensor hybrid_initial_value(const std::string& name, at::IntArrayRef shape, const TransformerConfig& config) {
+  if (auto v = mamba_initial_value(name, shape, config); v.defined()) return v;
+  const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
+  if (ends_with(name, "final_contraction.scale")) return at::ones(shape, opts);
+  if (ends_with(name, "final_contraction.base")) return at::zeros(shape, opts);
+  return initial_parameter_value(name, shape, config);
+}
+
+std::shared_ptr<HybridChunk> build_reference_hybrid(const HybridConfig& config) {
+  const HybridPattern pattern = HybridPattern::parse(config.pattern);
+  return std::make_shared<HybridChunk>(config, 0, static_cast<int>(pattern.layers.size()), true, true);
+}
+
+}  // namespace hp::model

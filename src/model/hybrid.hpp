@@ -1,0 +1,102 @@
+// The Hybrid model (Megatron-LM's hybrid/Mamba models): a decoder whose layers
+// follow a pattern (model/hybrid_pattern.hpp) of Mamba mixers, attention, MLPs
+// and mixtures of experts, each a pre-norm residual layer
+//   x + mixer(norm(x))                or, with mHC,   HyperConnection(x, mixer . norm)
+// A HybridChunk is one pipeline stage's part: stage 0 adds the token and
+// position embeddings (and expands the residual into n streams with mHC),
+// every stage runs its segment's layers, the last stage contracts the streams
+// with a learned contraction (mHC), then final_norm and lm_head.
+//
+// Learned contraction (mHC, "final_contraction"), per token, for streams x_j:
+//   y = sum_j (sigmoid(scale * (x_j . w_j) * rsqrt(mean(x^2) + eps) + base_j) + eps) * x_j
+// computed in at least float32, eps the layernorm epsilon.
+//
+// Global names: embedding.{word,position}.weight, layers.<i>.norm.*,
+// layers.<i>.mixer.*, layers.<i>.hc.* (mHC), final_contraction.{scale,weight,base},
+// final_norm.*, lm_head.weight. Initial values depend only on the name and the
+// seed (hybrid_initial_value), never on the layout.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/hybrid_pattern.hpp"
+#include "model/mamba.hpp"
+#include "model/moe.hpp"
+#include "model/transformer_config.hpp"
+
+namespace hp::model {
+
+class Embedding;
+class HyperConnection;
+class LayerNorm;
+class Linear;
+
+struct HybridConfig {
+  TransformerConfig base;       // widths, vocabulary, positions, dtype, seed, mHC
+  std::string pattern = "M*-E";  // --hybrid-pattern
+  MambaOptions mamba;
+  MoEOptions moe;
+
+  // Validates base and the pattern; throws std::invalid_argument naming the option.
+  void validate() const;
+};
+
+// One pre-norm residual layer of the given kind.
+class HybridLayer : public torch::nn::Module {
+ public:
+  HybridLayer(const HybridConfig& config, LayerKind kind);
+  torch::Tensor forward(const torch::Tensor& x);
+  LayerKind kind() const { return kind_; }
+
+ private:
+  LayerKind kind_;
+  std::shared_ptr<LayerNorm> norm_;
+  std::shared_ptr<torch::nn::Module> mixer_;
+  std::function<torch::Tensor(const torch::Tensor&)> mix_;
+  std::shared_ptr<HyperConnection> hc_;
+};
+
+// mHC's learned contraction of n streams [..., n * C] -> [..., C].
+class LearnedContraction : public torch::nn::Module {
+ public:
+  explicit LearnedContraction(const TransformerConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor scale, weight, base;
+
+ private:
+  int64_t streams_, width_;
+  double eps_;
+};
+
+class HybridChunk : public torch::nn::Module {
+ public:
+  // Layers [begin, end) of the decoder; first: takes token ids and holds the
+  // embedding; last: holds the head. Throws std::invalid_argument on a bad range.
+  HybridChunk(const HybridConfig& config, int begin, int end, bool first, bool last);
+  // first: int64 tokens [batch, seq]; else [batch, seq, residual width].
+  // last: logits [batch, seq, vocab]. Never returns its input or a view of it
+  // (an empty middle stage returns a graph-connected copy).
+  torch::Tensor forward(const torch::Tensor& input);
+
+ private:
+  HybridConfig config_;
+  bool first_, last_;
+  std::shared_ptr<Embedding> word_, position_;
+  std::vector<std::shared_ptr<HybridLayer>> layers_;
+  std::shared_ptr<LearnedContraction> contraction_;
+  std::shared_ptr<LayerNorm> final_norm_;
+  std::shared_ptr<Linear> lm_head_;
+};
+
+// The initial value of a Hybrid parameter by global name (Mamba's own,
+// the contraction's scale 1 and base 0, else initial_parameter_value).
+torch::Tensor hybrid_initial_value(const std::string& name, at::IntArrayRef shape, const TransformerConfig& config);
+
+// The single-process reference: every decoder layer in one chunk.
+std::shared_ptr<HybridChunk> build_reference_hybrid(const HybridConfig& config);
+
+}  // namespace hp::model

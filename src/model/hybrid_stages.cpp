@@ -1,0 +1,48 @@
+#include "model/hybrid_stages.hpp"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+#include "model/lm_loss.hpp"
+
+namespace hp::model {
+
+void check_hybrid_layout(const HybridStagesOptions& o, const schedule::ScheduleOptions& layout) {
+  o.config.validate();
+  HybridPattern::parse(o.config.pattern).stage_layer_counts(layout.pp, layout.vpp);
+  if (layout.kind == schedule::ScheduleKind::MPipe && layout.mpipe.transpose_layers > 0)
+    throw std::invalid_argument("schedule.mpipe.transpose_layers " + std::to_string(layout.mpipe.transpose_layers) +
+                                ": MPipe transposes a GPT's or a VL tower's first layers; a Hybrid model takes "
+                                "schedule.mpipe.transpose_layers 0 (the data load only)");
+}
+
+runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const schedule::ScheduleOptions& layout,
+                                       int rank) {
+  check_hybrid_layout(o, layout);
+  HybridConfig config = o.config;
+  config.moe.aux_loss_scale = 1.0 / layout.micro_batches;
+  const std::vector<int> counts = HybridPattern::parse(config.pattern).stage_layer_counts(layout.pp, layout.vpp);
+  std::vector<int> begin(counts.size() + 1, 0);
+  for (size_t s = 0; s < counts.size(); ++s) begin[s + 1] = begin[s] + counts[s];
+  const int stages = layout.num_stages();
+  runtime::RankModel m;
+  for (int c = 0; c < layout.vpp; ++c) {
+    const int s = c * layout.pp + rank;
+    auto chunk = std::make_shared<HybridChunk>(config, begin[s], begin[s + 1], s == 0, s == stages - 1);
+    runtime::PipelineStage st;
+    st.index = s;
+    for (const auto& p : chunk->named_parameters()) st.parameters.emplace_back(p.key(), p.value());
+    st.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch&) { return chunk->forward(x); };
+    m.stages.push_back(std::move(st));
+  }
+  m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
+  if (o.micro_batch_rows > 0 && o.seq_len > 0) {
+    const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, config.base.residual_width()};
+    const auto dtype = config.base.dtype == DType::Float64 ? at::kDouble : at::kFloat;
+    m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
+  }
+  return m;
+}
+
+}  // namespace hp::model

@@ -1,0 +1,84 @@
+#include "model/mamba.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+
+#include "model/gpt.hpp"
+#include "model/layers.hpp"
+
+namespace hp::model {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+MambaMixer::MambaMixer(const TransformerConfig& config, const MambaOptions& o)
+    : inner_(static_cast<int64_t>(o.expand) * config.hidden_size),
+      state_(o.state_size),
+      rank_((config.hidden_size + 15) / 16),
+      kernel_(o.conv_kernel) {
+  const auto dtype = to_scalar_type(config.dtype);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  in_proj_ = register_module("in_proj", std::make_shared<Linear>(config.hidden_size, 2 * inner_, false, dtype));
+  auto conv = register_module("conv1d", std::make_shared<torch::nn::Module>("conv1d"));
+  conv_weight = conv->register_parameter("weight", at::zeros({inner_, kernel_}, opts));
+  conv_bias = conv->register_parameter("bias", at::zeros({inner_}, opts));
+  x_proj_ = register_module("x_proj", std::make_shared<Linear>(inner_, rank_ + 2 * state_, false, dtype));
+  dt_proj_ = register_module("dt_proj", std::make_shared<Linear>(rank_, inner_, true, dtype));
+  A_log = register_parameter("A_log", at::zeros({inner_, state_}, opts));
+  D = register_parameter("D", at::ones({inner_}, opts));
+  out_proj_ = register_module("out_proj", std::make_shared<Linear>(inner_, config.hidden_size, false, dtype));
+}
+
+torch::Tensor MambaMixer::forward(const torch::Tensor& u) {
+  const int64_t seq = u.size(1);
+  const auto xz = in_proj_->forward(u);
+  torch::Tensor x = xz.narrow(-1, 0, inner_), z = xz.narrow(-1, inner_, inner_);
+  // Causal depthwise convolution: pad K - 1 steps on the left.
+  x = at::conv1d(x.transpose(1, 2), conv_weight.unsqueeze(1), conv_bias, 1, kernel_ - 1, 1, inner_)
+          .narrow(-1, 0, seq)
+          .transpose(1, 2);
+  x = at::silu(x);
+  const auto dbc = x_proj_->forward(x);
+  const auto dt = at::softplus(dt_proj_->forward(dbc.narrow(-1, 0, rank_)));
+  const auto B = dbc.narrow(-1, rank_, state_), C = dbc.narrow(-1, rank_ + state_, state_);
+  const auto y = selective_scan(x, dt, -at::exp(A_log), B, C, D);
+  return out_proj_->forward(y * at::silu(z));
+}
+
+torch::Tensor selective_scan(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
+                             const torch::Tensor& B, const torch::Tensor& C, const torch::Tensor& D) {
+  const int64_t batch = x.size(0), seq = x.size(1), inner = x.size(2), state = A.size(1);
+  torch::Tensor h = at::zeros({batch, inner, state}, x.options());
+  std::vector<torch::Tensor> ys;
+  ys.reserve(seq);
+  for (int64_t t = 0; t < seq; ++t) {
+    const auto dt_t = dt.select(1, t).unsqueeze(-1);                    // [b, E, 1]
+    const auto decay = at::exp(dt_t * A);                               // [b, E, N]
+    const auto input = dt_t * B.select(1, t).unsqueeze(1) * x.select(1, t).unsqueeze(-1);
+    h = decay * h + input;
+    ys.push_back((h * C.select(1, t).unsqueeze(1)).sum(-1) + D * x.select(1, t));
+  }
+  return at::stack(ys, 1);
+}
+
+torch::Tensor mamba_initial_value(const std::string& name, at::IntArrayRef shape, const TransformerConfig& config) {
+  const auto dtype = to_scalar_type(config.dtype);
+  if (ends_with(name, "mixer.A_log"))
+    return at::log(at::arange(1, shape[1] + 1, at::kDouble)).repeat({shape[0], 1}).to(dtype);
+  if (ends_with(name, "mixer.D")) return at::ones(shape, at::TensorOptions().dtype(dtype));
+  if (ends_with(name, "mixer.dt_proj.bias")) {
+    auto gen = at::detail::createCPUGenerator(config.seed ^ fnv1a64(name));
+    const auto u = at::empty(shape, at::TensorOptions().dtype(at::kDouble)).uniform_(0, 1, gen);
+    const auto dt = at::exp(u * (std::log(1e-1) - std::log(1e-3)) + std::log(1e-3));
+    return (dt + at::log(-at::expm1(-dt))).to(dtype);  // softplus^-1
+  }
+  return {};
+}
+
+}  // namespace hp::model
