@@ -1,0 +1,47 @@
+// The Hybrid model pipelined (real processes) against its single-process step:
+// the spec's functional layouts without tensor parallelism, with and without
+// mHC, empty virtual stages, pseudo-deallocation, MB < PP.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/launch_workers.hpp"
+
+namespace {
+
+struct Job {
+  std::string schedule;
+  int pp, vpp;
+  std::vector<std::string> cases;  // PATTERN:MHC:DEALLOC:MB
+};
+
+void PrintTo(const Job& j, std::ostream* os) { *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp; }
+
+class HybridEquivalence : public ::testing::TestWithParam<Job> {};
+
+TEST_P(HybridEquivalence, LossAndEveryGradientMatchTheSingleProcessStep) {
+  const Job& j = GetParam();
+  std::vector<std::string> args = {j.schedule, std::to_string(j.vpp)};
+  args.insert(args.end(), j.cases.begin(), j.cases.end());
+  int code = -1;
+  const std::string out = hp::testing::launch_workers("hybrid_worker", j.pp, args, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  size_t ok = 0;
+  for (size_t at = out.find("OK   "); at != std::string::npos; at = out.find("OK   ", at + 1)) ++ok;
+  EXPECT_EQ(ok, j.cases.size() * j.pp) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, HybridEquivalence,
+    ::testing::Values(
+        // hybrid_mhc_pp2: two explicit segments; the same without mHC; an even split.
+        Job{"1f1b", 2, 1, {"M*E|-M:1:0:3", "M*E|-M:0:1:4", "ME*-:1:1:2"}},
+        // hybrid_mhc_pp2_vpp2_empty: four segments, one empty, the edge from
+        // the last rank to the first rank's next chunk carrying the streams.
+        Job{"interleaved", 2, 2, {"M*|E|-|M:1:1:4", "M*||E-|M:1:1:3", "M*||E-|M:0:0:2"}}),
+    [](const auto& info) { return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_v" +
+                                  std::to_string(info.param.vpp); });
+
+}  // namespace
