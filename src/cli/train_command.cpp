@@ -8,6 +8,7 @@
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
 #include "train/gpt_task.hpp"
+#include "train/hybrid_task.hpp"
 #include "train/trainer.hpp"
 #include "train/vl_task.hpp"
 
@@ -16,12 +17,15 @@ namespace {
 
 struct TrainArgs {
   train::TrainOptions train;
-  train::GptTaskOptions gpt;      // the text model (GPT, or VL's text body) and its data
-  model::VisionConfig vision;     // --model vl
+  model::TransformerConfig model;  // the GPT, VL's text body, the Hybrid model's widths
+  train::LmDataOptions data;       // gpt, hybrid
+  int micro_batch_size = train::LmDataOptions().micro_batch_size;
+  model::VisionConfig vision;      // --model vl
+  model::HybridConfig hybrid;      // --model hybrid: the pattern, MoE and Mamba options
   std::string schedule = "interleaved";
   std::string dtype = "float32";
   std::string overflow = "full";
-  std::string model = "gpt";
+  std::string model_name = "gpt";
   std::string layers_per_stage;
   std::string fault;  // RANK:STEP:KIND
   JobOptions job;
@@ -52,26 +56,39 @@ struct Job {
 
 // The one place that knows the model families: --model picks the Task.
 std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
-  train::GptTaskOptions gpt = a.gpt;
-  gpt.model.dtype = dtype;
-  if (!a.layers_per_stage.empty()) gpt.layers_per_stage = parse_counts(a.layers_per_stage);
-  if (a.model == "gpt") {
-    if (a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
-    gpt.model.max_seq_len = gpt.seq_len;
-    return std::make_unique<train::GptTask>(gpt);
+  model::TransformerConfig m = a.model;
+  m.dtype = dtype;
+  train::LmDataOptions data = a.data;
+  data.micro_batch_size = a.micro_batch_size;
+  std::vector<int> counts;
+  if (!a.layers_per_stage.empty()) counts = parse_counts(a.layers_per_stage);
+  if (a.model_name != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
+  if (a.model_name == "gpt") {
+    m.max_seq_len = data.seq_len;
+    return std::make_unique<train::GptTask>(train::GptTaskOptions{m, counts, data});
   }
-  if (a.model == "vl") {
-    if (gpt.data != "embedded")
-      throw std::invalid_argument("--data " + gpt.data +
+  if (a.model_name == "hybrid") {
+    if (!counts.empty())
+      throw std::invalid_argument("--layers-per-stage: a Hybrid model's stages are the | segments of --hybrid-pattern");
+    m.max_seq_len = data.seq_len;
+    train::HybridTaskOptions h;
+    h.model = a.hybrid;
+    h.model.base = m;
+    h.data = data;
+    return std::make_unique<train::HybridTask>(h);
+  }
+  if (a.model_name == "vl") {
+    if (data.data != "embedded")
+      throw std::invalid_argument("--data " + data.data +
                                   ": --model vl trains on its own synthetic captioned images; drop --data");
     train::VlTaskOptions vl;
-    vl.text = gpt.model;
+    vl.text = m;
     vl.vision = a.vision;
-    vl.layers_per_stage = gpt.layers_per_stage;
-    vl.micro_batch_size = gpt.micro_batch_size;
+    vl.layers_per_stage = counts;
+    vl.micro_batch_size = a.micro_batch_size;
     return std::make_unique<train::VlTask>(vl);
   }
-  throw std::invalid_argument("--model " + a.model + ": allowed: gpt, vl");
+  throw std::invalid_argument("--model " + a.model_name + ": allowed: gpt, vl, hybrid");
 }
 
 // Turns the parsed flags into the options and task of a job of `world` ranks.
@@ -119,8 +136,8 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
 void add_train_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<TrainArgs>();
   auto& t = a->train;
-  auto& g = a->gpt;
-  auto& m = g.model;
+  auto& m = a->model;
+  auto& hy = a->hybrid;
   auto& s = t.pipeline.schedule;
   auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
@@ -133,15 +150,20 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
   auto& v = a->vision;
-  cmd->add_option("--model", a->model, "gpt, or vl: a vision tower + projector before the GPT text body, on synthetic captioned images")->capture_default_str();
+  cmd->add_option("--model", a->model_name, "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images; hybrid: Mamba, attention, MLP and MoE layers from --hybrid-pattern")->capture_default_str();
+  cmd->add_option("--hybrid-pattern", hy.pattern, "hybrid: M Mamba, * attention, - MLP, E mixture of experts, | pipeline segment (one per stage)")->capture_default_str();
+  cmd->add_option("--moe-experts", hy.moe.num_experts, "hybrid: experts per E layer")->capture_default_str();
+  cmd->add_option("--moe-top-k", hy.moe.top_k, "hybrid: experts per token")->capture_default_str();
+  cmd->add_option("--moe-aux-loss-coeff", hy.moe.aux_loss_coeff, "hybrid: weight of the load-balancing loss")->capture_default_str();
+  cmd->add_option("--mamba-state", hy.mamba.state_size, "hybrid: state size N of the Mamba mixers")->capture_default_str();
   cmd->add_option("--vision-layers", v.num_layers, "vl: vision tower blocks V (MPipe T counts these, 1..V)")->capture_default_str();
   cmd->add_flag("--freeze-vision", v.frozen, "vl: the tower does not train (MPipe broadcasts it once)");
   cmd->add_option("--image-size", v.image_size, "vl: pixels per image side")->capture_default_str();
   cmd->add_option("--patch-size", v.patch_size, "vl: pixels per patch side")->capture_default_str();
   cmd->add_option("--vision-hidden", v.hidden_size, "vl: tower width")->capture_default_str();
   cmd->add_option("--vision-heads", v.num_attention_heads, "vl: tower attention heads")->capture_default_str();
-  cmd->add_option("--micro-batch-size", g.micro_batch_size, "sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--seq-len", g.seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
+  cmd->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch")->capture_default_str();
+  cmd->add_option("--seq-len", a->data.seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
   cmd->add_option("--layers", m.num_layers, "transformer layers")->capture_default_str();
   cmd->add_option("--layers-per-stage", a->layers_per_stage, "explicit layer counts per global stage, e.g. 3,1,2,2");
   cmd->add_option("--hidden", m.hidden_size, "hidden size")->capture_default_str();
@@ -164,7 +186,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--grad-accum", t.grad_accum, "pipeline runs per optimizer step")->capture_default_str();
   cmd->add_option("--seed", m.seed, "seed of the initial weights and of the batches")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 or float64")->capture_default_str();
-  cmd->add_option("--data", g.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();
+  cmd->add_option("--data", a->data.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();
   cmd->add_option("--save", t.save, "checkpoint directory (written at the end)");
   cmd->add_option("--save-interval", t.save_interval, "also checkpoint every N steps")->capture_default_str();
   cmd->add_option("--load", t.load, "resume from this checkpoint directory");

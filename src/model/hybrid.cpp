@@ -21,8 +21,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 void HybridConfig::validate() const {
   base.validate();
   HybridPattern::parse(pattern);
-  if (mamba.state_size < 1 || mamba.conv_kernel < 1 || mamba.expand < 1)
-    throw std::invalid_argument("model.mamba_state_size, conv_kernel and expand must be >= 1");
+  if (mamba.state_size < 1) throw std::invalid_argument("model.mamba_state_size must be >= 1");
+  if (mamba.conv_kernel < 1 || mamba.expand < 1) throw std::invalid_argument("the Mamba kernel and expansion must be >= 1");
   if (moe.num_experts < 1 || moe.top_k < 1 || moe.top_k > moe.num_experts)
     throw std::invalid_argument("model.moe_top_k must be in 1..model.moe_num_experts (" +
                                 std::to_string(moe.num_experts) + "), got " + std::to_string(moe.top_k));

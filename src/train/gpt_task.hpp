@@ -1,26 +1,19 @@
 // GptTask: a GPT language model (model/gpt_stages.hpp) on a token source
-// (data/token_source.hpp: the embedded corpus, text or pre-tokenized files).
-// Batch `index` is micro_batch_size * micro_batches sequences of seq_len + 1
-// tokens sampled by data::sample_batch.
+// (train/lm_data.hpp).
 #pragma once
 
 #include <string>
 
 #include "model/gpt_stages.hpp"
+#include "train/lm_data.hpp"
 #include "train/task.hpp"
-
-namespace hp::data {
-class TokenSource;
-}
 
 namespace hp::train {
 
 struct GptTaskOptions {
-  model::TransformerConfig model;     // max_seq_len must cover seq_len
+  model::TransformerConfig model;     // max_seq_len must cover data.seq_len
   std::vector<int> layers_per_stage;  // --layers-per-stage; empty: even split
-  int micro_batch_size = 2;           // --micro-batch-size: sequences per micro-batch
-  int seq_len = 32;                   // --seq-len
-  std::string data = "embedded";      // --data
+  LmDataOptions data;                 // --micro-batch-size --seq-len --data
 };
 
 class GptTask : public Task {
@@ -40,7 +33,7 @@ class GptTask : public Task {
   model::GPTStagesOptions stages() const;
 
   GptTaskOptions options_;
-  std::unique_ptr<data::TokenSource> source_;
+  LmData data_;
 };
 
 // The GPT's shape as a checkpoint records it (JSON text), without the layout.

@@ -77,6 +77,29 @@ TEST(TrainDist, AnMhcModelTrainsPipelinedAndResumesUnderAnotherLayout) {
   EXPECT_NE(r.output.find("mhc-streams"), std::string::npos) << r.output;
 }
 
+// The spec's functional recipes without tensor parallelism: trained through
+// `hyperpipe train`, saved, resumed in one process on the same loss curve.
+TEST(TrainDist, HybridMhcRecipesTrainSaveAndResumeUnderAnotherLayout) {
+  const std::string dir = fresh_dir("hybrid");
+  const std::string hybrid = " --model hybrid --mhc --mhc-streams 2 --moe-experts 3";
+  struct Recipe {
+    std::string name, pipelined;
+  };
+  for (const Recipe& r : {Recipe{"hybrid_mhc_pp2", "--nproc 2 --schedule 1f1b --hybrid-pattern 'M*E|-M*'"},
+                          Recipe{"hybrid_mhc_pp2_vpp2_empty",
+                                 "--nproc 2 --schedule interleaved --vpp 2 --pseudo-deallocate --hybrid-pattern 'M*||E-|M*'"}}) {
+    SCOPED_TRACE(r.name);
+    const std::string pattern = r.pipelined.substr(r.pipelined.find("--hybrid-pattern"));
+    const auto full = train("--nproc 1 --schedule no-pipelining --steps 4 " + pattern + hybrid, dir + "/" + r.name + "_full.jsonl");
+    ASSERT_EQ(full.size(), 4u);
+    const auto first = train(r.pipelined + " --steps 2 --save " + dir + "/" + r.name + hybrid, dir + "/" + r.name + "_a.jsonl");
+    expect_same_curve(first, std::vector<std::pair<long, double>>(full.begin(), full.begin() + 2));
+    expect_same_curve(train("--nproc 1 --schedule no-pipelining --steps 4 --load " + dir + "/" + r.name + " " + pattern + hybrid,
+                            dir + "/" + r.name + "_b.jsonl"),
+                      std::vector<std::pair<long, double>>(full.begin() + 2, full.end()));
+  }
+}
+
 TEST(TrainDist, ADeadRankFailsTheJobFastAndIsNamed) {
   const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 4 --schedule 1f1b --vpp 1 --steps 5 --timeout 30 --inject-fault 2:2:exit", 120);
   EXPECT_NE(r.exit_code, 0) << r.output;

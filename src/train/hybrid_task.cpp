@@ -1,0 +1,53 @@
+#include "train/hybrid_task.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "train/gpt_task.hpp"
+
+namespace hp::train {
+
+HybridTask::HybridTask(HybridTaskOptions options) : options_(std::move(options)), data_(options_.data) {}
+
+model::HybridStagesOptions HybridTask::stages() const {
+  model::HybridStagesOptions s;
+  s.config = options_.model;
+  s.micro_batch_rows = options_.data.micro_batch_size;
+  s.seq_len = options_.data.seq_len;
+  return s;
+}
+
+void HybridTask::validate(const schedule::ScheduleOptions& layout) const {
+  data_.validate(options_.model.base.vocab_size, options_.model.base.max_seq_len);
+  model::check_hybrid_layout(stages(), layout);
+}
+
+runtime::RankModel HybridTask::build(const schedule::ScheduleOptions& layout, int rank) const {
+  return model::build_hybrid_stages(stages(), layout, rank);
+}
+
+std::vector<runtime::MicroBatch> HybridTask::batch(std::int64_t index, int micro_batches,
+                                                   const std::vector<int>& input_micros, bool targets) const {
+  return data_.batch(index, micro_batches, input_micros, targets, options_.model.base.seed);
+}
+
+std::string HybridTask::checkpoint_metadata() const {
+  const auto& m = options_.model;
+  auto j = nlohmann::json::parse(gpt_checkpoint_metadata(m.base));
+  j.erase("layers");  // the pattern decides them
+  j["model"] = "hybrid";
+  // Segment boundaries are layout; the layers are not.
+  std::string layers;
+  for (char c : m.pattern)
+    if (c != '|') layers += c;
+  j["hybrid-pattern"] = layers;
+  j["moe-experts"] = m.moe.num_experts;
+  j["mamba-state"] = m.mamba.state_size;
+  return j.dump();
+}
+
+std::string HybridTask::describe() const {
+  return "hybrid: " + data_.describe() + " | --hybrid-pattern " + options_.model.pattern + " | " +
+         options_.model.base.describe();
+}
+
+}  // namespace hp::train

@@ -1,0 +1,36 @@
+// HybridTask: the Hybrid model (model/hybrid_stages.hpp) as a language model
+// on a token source (train/lm_data.hpp).
+#pragma once
+
+#include <string>
+
+#include "model/hybrid_stages.hpp"
+#include "train/lm_data.hpp"
+#include "train/task.hpp"
+
+namespace hp::train {
+
+struct HybridTaskOptions {
+  model::HybridConfig model;  // base.max_seq_len must cover data.seq_len
+  LmDataOptions data;
+};
+
+class HybridTask : public Task {
+ public:
+  explicit HybridTask(HybridTaskOptions options);
+
+  void validate(const schedule::ScheduleOptions& layout) const override;
+  runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank) const override;
+  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
+                                         bool targets) const override;
+  std::string checkpoint_metadata() const override;
+  std::string describe() const override;
+
+ private:
+  model::HybridStagesOptions stages() const;
+
+  HybridTaskOptions options_;
+  LmData data_;
+};
+
+}  // namespace hp::train
