@@ -8,6 +8,7 @@
 #include "model/gpt.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/layers.hpp"
+#include "model/mtp.hpp"
 
 namespace hp::model {
 namespace {
@@ -23,6 +24,7 @@ void HybridConfig::validate() const {
   HybridPattern::parse(pattern);
   if (mamba.state_size < 1) throw std::invalid_argument("model.mamba_state_size must be >= 1");
   if (mamba.conv_kernel < 1 || mamba.expand < 1) throw std::invalid_argument("the Mamba kernel and expansion must be >= 1");
+  if (!(mtp_loss_scaling >= 0)) throw std::invalid_argument("model.mtp_loss_scaling must be >= 0");
   if (moe.num_experts < 1 || moe.top_k < 1 || moe.top_k > moe.num_experts)
     throw std::invalid_argument("model.moe_top_k must be in 1..model.moe_num_experts (" +
                                 std::to_string(moe.num_experts) + "), got " + std::to_string(moe.top_k));
@@ -48,7 +50,9 @@ HybridLayer::HybridLayer(const HybridConfig& config, LayerKind kind) : kind_(kin
       break;
     }
     case LayerKind::MoE: {
-      auto m = register_module("mixer", std::make_shared<MixtureOfExperts>(c, config.moe));
+      MoEOptions moe = config.moe;
+      moe.aux_loss_scale = config.aux_loss_scale;
+      auto m = register_module("mixer", std::make_shared<MixtureOfExperts>(c, moe));
       mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
       break;
     }
@@ -92,10 +96,12 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
                                 ") must lie within the pattern's " + std::to_string(pattern.layers.size()) +
                                 " decoder layers");
   const auto dtype = to_scalar_type(c.dtype);
-  if (first_) {
+  const bool mtp = last_ && pattern.mtp_depth > 0;
+  if (first_ || mtp) {
     auto embedding = register_module("embedding", std::make_shared<torch::nn::Module>("embedding"));
     word_ = embedding->register_module("word", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, dtype));
-    position_ = embedding->register_module("position", std::make_shared<Embedding>(c.max_seq_len, c.hidden_size, dtype));
+    if (first_)
+      position_ = embedding->register_module("position", std::make_shared<Embedding>(c.max_seq_len, c.hidden_size, dtype));
   }
   auto layers = register_module("layers", torch::nn::ModuleDict());
   for (int i = begin; i < end; ++i) {
@@ -107,12 +113,31 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
     final_norm_ = register_module("final_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layernorm_eps, dtype));
     lm_head_ = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, dtype));
   }
+  if (mtp) {
+    auto make_layers = [&config, &pattern](int) {
+      std::vector<MtpLayer> layers;
+      for (LayerKind kind : pattern.mtp_layers) {
+        auto layer = std::make_shared<HybridLayer>(config, kind);
+        layers.push_back({layer, [layer](const torch::Tensor& x) { return layer->forward(x); }});
+      }
+      return layers;
+    };
+    auto make_contraction = [&c](int) -> std::shared_ptr<torch::nn::Module> {
+      return std::make_shared<LearnedContraction>(c);
+    };
+    auto contraction_fn = [](const std::shared_ptr<torch::nn::Module>& m) -> MultiTokenPrediction::Fn {
+      auto k = std::dynamic_pointer_cast<LearnedContraction>(m);
+      return [k](const torch::Tensor& x) { return k->forward(x); };
+    };
+    mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(c, pattern.mtp_depth, config.mtp_loss_scaling,
+                                                                         make_layers, make_contraction, contraction_fn));
+  }
   at::NoGradGuard no_grad;
   for (auto& item : named_parameters(/*recurse=*/true))
     item.value().copy_(hybrid_initial_value(item.key(), item.value().sizes(), c));
 }
 
-torch::Tensor HybridChunk::forward(const torch::Tensor& input) {
+torch::Tensor HybridChunk::forward(const torch::Tensor& input, const torch::Tensor& target) {
   const TransformerConfig& c = config_.base;
   torch::Tensor x = input;
   if (first_) {
@@ -128,7 +153,15 @@ torch::Tensor HybridChunk::forward(const torch::Tensor& input) {
   for (auto& layer : layers_) x = layer->forward(x);
   if (last_) {
     if (contraction_) x = contraction_->forward(x);
-    x = lm_head_->forward(final_norm_->forward(x));
+    const torch::Tensor hidden = x;
+    auto head = [this](const torch::Tensor& h) { return lm_head_->forward(final_norm_->forward(h)); };
+    x = head(hidden);
+    if (mtp_) {
+      if (!target.defined()) throw std::invalid_argument("the Hybrid model's MTP needs the micro-batch's target");
+      auto m = mtp_->losses(hidden, target, [this](const torch::Tensor& ids) { return word_->forward(ids); }, head);
+      mtp_losses_ = m.per_depth;
+      x = inject_loss(x, m.total, config_.aux_loss_scale);
+    }
   }
   // An empty middle stage: an independent, graph-connected output, so the
   // schedule can pseudo-deallocate it without touching the received input.

@@ -11,9 +11,13 @@
 //   y = sum_j (sigmoid(scale * (x_j . w_j) * rsqrt(mean(x^2) + eps) + base_j) + eps) * x_j
 // computed in at least float32, eps the layernorm epsilon.
 //
+// MTP (the pattern's / parts, model/mtp.hpp) sits on the final stage, after
+// the decoder's contraction, sharing the embedding (the final stage holds a
+// copy of embedding.word.weight, tied to stage 0's) and the output head.
+//
 // Global names: embedding.{word,position}.weight, layers.<i>.norm.*,
 // layers.<i>.mixer.*, layers.<i>.hc.* (mHC), final_contraction.{scale,weight,base},
-// final_norm.*, lm_head.weight. Initial values depend only on the name and the
+// final_norm.*, lm_head.weight, mtp.<k>.*. Initial values depend only on the name and the
 // seed (hybrid_initial_value), never on the layout.
 #pragma once
 
@@ -32,6 +36,7 @@ namespace hp::model {
 
 class Embedding;
 class HyperConnection;
+class MultiTokenPrediction;
 class LayerNorm;
 class Linear;
 
@@ -40,6 +45,10 @@ struct HybridConfig {
   std::string pattern = "M*-E";  // --hybrid-pattern
   MambaOptions mamba;
   MoEOptions moe;
+  double mtp_loss_scaling = 0.1;  // the MTP loss is mtp_loss_scaling / depth * sum of the depths' losses
+  // The weight of the MoE balance and MTP losses' gradients per micro-batch:
+  // 1 / micro-batches, set by the stage builder (overrides moe.aux_loss_scale).
+  double aux_loss_scale = 1.0;
 
   // Validates base and the pattern; throws std::invalid_argument naming the option.
   void validate() const;
@@ -79,8 +88,11 @@ class HybridChunk : public torch::nn::Module {
   HybridChunk(const HybridConfig& config, int begin, int end, bool first, bool last);
   // first: int64 tokens [batch, seq]; else [batch, seq, residual width].
   // last: logits [batch, seq, vocab]. Never returns its input or a view of it
-  // (an empty middle stage returns a graph-connected copy).
-  torch::Tensor forward(const torch::Tensor& input);
+  // (an empty middle stage returns a graph-connected copy). The last stage of
+  // a pattern with MTP parts needs the micro-batch's target (next tokens).
+  torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& target = {});
+  // The final stage's MTP losses of the latest forward, one per depth.
+  const std::vector<double>& mtp_losses() const { return mtp_losses_; }
 
  private:
   HybridConfig config_;
@@ -90,6 +102,8 @@ class HybridChunk : public torch::nn::Module {
   std::shared_ptr<LearnedContraction> contraction_;
   std::shared_ptr<LayerNorm> final_norm_;
   std::shared_ptr<Linear> lm_head_;
+  std::shared_ptr<MultiTokenPrediction> mtp_;
+  std::vector<double> mtp_losses_;
 };
 
 // The initial value of a Hybrid parameter by global name (Mamba's own,

@@ -10,7 +10,13 @@ namespace hp::model {
 
 void check_hybrid_layout(const HybridStagesOptions& o, const schedule::ScheduleOptions& layout) {
   o.config.validate();
-  HybridPattern::parse(o.config.pattern).stage_layer_counts(layout.pp, layout.vpp);
+  const HybridPattern pattern = HybridPattern::parse(o.config.pattern);
+  const std::vector<int> counts = pattern.stage_layer_counts(layout.pp, layout.vpp);
+  if (pattern.mtp_depth > 0 && o.config.base.enable_mhc_connections && counts.size() > 1 && counts.back() == 0)
+    throw std::invalid_argument(
+        "model.hybrid_pattern: the final stage's segment is empty, which makes it a standalone MTP stage; with mHC "
+        "the MTP block needs the multi-stream decoder result and its contraction on the final post_process chunk, "
+        "so give the last segment a decoder layer");
   if (layout.kind == schedule::ScheduleKind::MPipe && layout.mpipe.transpose_layers > 0)
     throw std::invalid_argument("schedule.mpipe.transpose_layers " + std::to_string(layout.mpipe.transpose_layers) +
                                 ": MPipe transposes a GPT's or a VL tower's first layers; a Hybrid model takes "
@@ -21,8 +27,9 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
                                        int rank) {
   check_hybrid_layout(o, layout);
   HybridConfig config = o.config;
-  config.moe.aux_loss_scale = 1.0 / layout.micro_batches;
-  const std::vector<int> counts = HybridPattern::parse(config.pattern).stage_layer_counts(layout.pp, layout.vpp);
+  config.aux_loss_scale = 1.0 / layout.micro_batches;
+  const HybridPattern pattern = HybridPattern::parse(config.pattern);
+  const std::vector<int> counts = pattern.stage_layer_counts(layout.pp, layout.vpp);
   std::vector<int> begin(counts.size() + 1, 0);
   for (size_t s = 0; s < counts.size(); ++s) begin[s + 1] = begin[s] + counts[s];
   const int stages = layout.num_stages();
@@ -33,10 +40,14 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
     runtime::PipelineStage st;
     st.index = s;
     for (const auto& p : chunk->named_parameters()) st.parameters.emplace_back(p.key(), p.value());
-    st.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch&) { return chunk->forward(x); };
+    st.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch& micro) {
+      return chunk->forward(x, micro.target);
+    };
     m.stages.push_back(std::move(st));
   }
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
+  // MTP: the final stage's copy of the word embedding is stage 0's.
+  if (pattern.mtp_depth > 0 && stages > 1) m.tied_parameters = {"embedding.word.weight"};
   if (o.micro_batch_rows > 0 && o.seq_len > 0) {
     const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, config.base.residual_width()};
     const auto dtype = config.base.dtype == DType::Float64 ? at::kDouble : at::kFloat;

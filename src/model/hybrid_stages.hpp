@@ -27,8 +27,8 @@ struct HybridStagesOptions {
 // std::invalid_argument naming the option.
 void check_hybrid_layout(const HybridStagesOptions& o, const schedule::ScheduleOptions& layout);
 
-// This rank's stages; every MoE layer weighs its load-balancing loss by
-// 1 / layout.micro_batches, as the main loss weighs a micro-batch.
+// This rank's stages; the MoE balance loss and the MTP loss weigh each
+// micro-batch by 1 / layout.micro_batches, as the main loss does.
 runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const schedule::ScheduleOptions& layout,
                                        int rank);
 

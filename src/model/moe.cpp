@@ -1,35 +1,14 @@
 #include "model/moe.hpp"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/modules/container/moduledict.h>
 
 #include <stdexcept>
 
 #include "model/layers.hpp"
+#include "model/mtp.hpp"
 
 namespace hp::model {
-namespace {
-
-// Identity on the output; in backward it also starts the auxiliary loss's
-// gradient (d aux / d aux = scale), so the loss needs no path of its own to
-// the last stage.
-struct AuxLossInjector : public torch::autograd::Function<AuxLossInjector> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& output,
-                               const torch::Tensor& aux, double scale) {
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["aux_dtype"] = static_cast<int64_t>(aux.scalar_type());
-    return output.clone();
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const double scale = ctx->saved_data["scale"].toDouble();
-    const auto dtype = static_cast<c10::ScalarType>(ctx->saved_data["aux_dtype"].toInt());
-    return {grads[0], at::full({}, scale, at::TensorOptions().dtype(dtype)), torch::Tensor()};
-  }
-};
-
-}  // namespace
 
 MixtureOfExperts::MixtureOfExperts(const TransformerConfig& config, const MoEOptions& options) : options_(options) {
   if (options.num_experts < 1 || options.top_k < 1 || options.top_k > options.num_experts)
@@ -73,7 +52,7 @@ torch::Tensor MixtureOfExperts::forward(const torch::Tensor& u) {
                      static_cast<double>(r.experts.numel());
   const auto aux = num_experts * (share * r.probs.mean(0)).sum() * options_.aux_loss_coeff;
   last_aux_loss_ = aux.item<double>();
-  return AuxLossInjector::apply(out.reshape(u.sizes()), aux, options_.aux_loss_scale);
+  return inject_loss(out.reshape(u.sizes()), aux, options_.aux_loss_scale);
 }
 
 }  // namespace hp::model

@@ -85,9 +85,9 @@ TEST(TrainDist, HybridMhcRecipesTrainSaveAndResumeUnderAnotherLayout) {
   struct Recipe {
     std::string name, pipelined;
   };
-  for (const Recipe& r : {Recipe{"hybrid_mhc_pp2", "--nproc 2 --schedule 1f1b --hybrid-pattern 'M*E|-M*'"},
-                          Recipe{"hybrid_mhc_pp2_vpp2_empty",
-                                 "--nproc 2 --schedule interleaved --vpp 2 --pseudo-deallocate --hybrid-pattern 'M*||E-|M*'"}}) {
+  for (const Recipe& r : {Recipe{"hybrid_mhc_pp2_mtp", "--nproc 2 --schedule 1f1b --hybrid-pattern 'M*E|-M*/*-'"},
+                          Recipe{"hybrid_mhc_pp2_vpp2_empty_mtp",
+                                 "--nproc 2 --schedule interleaved --vpp 2 --pseudo-deallocate --hybrid-pattern 'M*||E-|M*/-/-'"}}) {
     SCOPED_TRACE(r.name);
     const std::string pattern = r.pipelined.substr(r.pipelined.find("--hybrid-pattern"));
     const auto full = train("--nproc 1 --schedule no-pipelining --steps 4 " + pattern + hybrid, dir + "/" + r.name + "_full.jsonl");

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "model/hybrid.hpp"
+#include "model/hybrid_stages.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/test_util.hpp"
 
@@ -161,6 +162,41 @@ TEST(HybridChunk, ChunksComposeIntoTheWholeModelAndAnEmptyStageIsIndependent) {
     torch::autograd::backward({empty.forward(leaf).sum()});
     EXPECT_TRUE(leaf.grad().defined());
   }
+}
+
+TEST(HybridChunk, MtpDepthsLossesReachTheirParametersAndTheSharedEmbedding) {
+  auto c = config("M*/-*/-*", true);
+  const auto whole = build_reference_hybrid(c);
+  const auto tokens = at::randint(16, {2, 7}, at::kLong);
+  const auto input = tokens.narrow(1, 0, 6), target = tokens.narrow(1, 1, 6);
+  const auto logits = whole->forward(input, target);
+  ASSERT_EQ(whole->mtp_losses().size(), 2u);
+  for (double l : whole->mtp_losses()) EXPECT_NEAR(l, std::log(16.0), 0.5);  // near uniform at init
+  // Only the MTP loss: a zero gradient on the main output still trains the MTP path.
+  torch::autograd::backward({logits}, {at::zeros_like(logits)});
+  auto params = whole->named_parameters();
+  for (const char* name : {"mtp.2.proj.weight", "mtp.1.layers.1.mixer.qkv.weight", "mtp.1.final_contraction.weight",
+                           "embedding.word.weight", "lm_head.weight"})
+    EXPECT_GT(params[name].grad().abs().sum().item<double>(), 0.0) << name;
+  EXPECT_THROW(whole->forward(input), std::invalid_argument);  // the final stage needs the target
+}
+
+TEST(HybridStages, AStandaloneMhcMtpStageIsRejectedAndOtherLayoutsPass) {
+  schedule::ScheduleOptions s;
+  s.kind = schedule::ScheduleKind::Interleaved;
+  s.pp = 2;
+  s.vpp = 2;
+  s.micro_batches = 4;
+  HybridStagesOptions o;
+  o.config = config("M*|E|-|/-*", true);  // the final segment holds only MTP
+  expect_invalid([&] { check_hybrid_layout(o, s); }, {"standalone MTP stage", "give the last segment a decoder layer"});
+  o.config.base.enable_mhc_connections = false;
+  EXPECT_NO_THROW(check_hybrid_layout(o, s));
+  o.config = config("M*|E||-/-*", true);  // an empty middle segment is fine
+  EXPECT_NO_THROW(check_hybrid_layout(o, s));
+  s.kind = schedule::ScheduleKind::MPipe;
+  s.mpipe.transpose_layers = 1;
+  expect_invalid([&] { check_hybrid_layout(o, s); }, {"a Hybrid model takes schedule.mpipe.transpose_layers 0"});
 }
 
 }  // namespace

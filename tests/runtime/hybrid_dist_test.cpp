@@ -36,11 +36,13 @@ TEST_P(HybridEquivalence, LossAndEveryGradientMatchTheSingleProcessStep) {
 INSTANTIATE_TEST_SUITE_P(
     Layouts, HybridEquivalence,
     ::testing::Values(
-        // hybrid_mhc_pp2: two explicit segments; the same without mHC; an even split.
-        Job{"1f1b", 2, 1, {"M*E|-M:1:0:3", "M*E|-M:0:1:4", "ME*-:1:1:2"}},
-        // hybrid_mhc_pp2_vpp2_empty: four segments, one empty, the edge from
-        // the last rank to the first rank's next chunk carrying the streams.
-        Job{"interleaved", 2, 2, {"M*|E|-|M:1:1:4", "M*||E-|M:1:1:3", "M*||E-|M:0:0:2"}}),
+        // hybrid_mhc_pp2(_mtp): two explicit segments, with two MTP depths
+        // (the final stage's embedding copy tied to stage 0's); without mHC;
+        // an even split.
+        Job{"1f1b", 2, 1, {"M*E|-M:1:0:3", "M*E|-M/*-/*-:1:0:3", "M*E|-M/E:0:1:4", "ME*-:1:1:2"}},
+        // hybrid_mhc_pp2_vpp2_empty(_mtp): four segments, one empty, the edge
+        // from the last rank to the first rank's next chunk carrying the streams.
+        Job{"interleaved", 2, 2, {"M*|E|-|M:1:1:4", "M*||E-|M/-*:1:1:3", "M*||E-|M:0:0:2"}}),
     [](const auto& info) { return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_v" +
                                   std::to_string(info.param.vpp); });
 

@@ -51,15 +51,16 @@ std::string check(const std::string& text, const std::string& kind, int vpp, com
   runtime::Pipeline p(o, pg.rank(), &pg, model::build_hybrid_stages(h, o.schedule, pg.rank()));
   const auto tokens = testing::make_micro_tokens(o.schedule.micro_batches, 2, {6}, 16, 3);
   const auto r = p.step(testing::rank_share(p, model::lm_micro_batches(tokens)));
+  p.reduce_tied_grads();
 
   model::HybridConfig rc = c;
-  rc.moe.aux_loss_scale = 1.0 / o.schedule.micro_batches;
+  rc.aux_loss_scale = 1.0 / o.schedule.micro_batches;
   auto ref = model::build_reference_hybrid(rc);
   double ref_loss = 0;
   for (const auto& t : tokens) {
     const auto n = t.size(1);
     const auto labels = t.slice(1, 1, n);
-    auto loss = model::lm_loss(ref->forward(t.slice(1, 0, n - 1)), labels) / static_cast<double>(tokens.size());
+    auto loss = model::lm_loss(ref->forward(t.slice(1, 0, n - 1), labels), labels) / static_cast<double>(tokens.size());
     torch::autograd::backward({loss});
     ref_loss += loss.item<double>();
   }

@@ -1,0 +1,96 @@
+#include "model/mtp.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/nn/modules/container/moduledict.h>
+
+#include <stdexcept>
+
+#include "model/hyper_connection.hpp"
+#include "model/layers.hpp"
+#include "model/lm_loss.hpp"
+
+namespace hp::model {
+namespace {
+
+// Identity on the output; in backward it also starts the loss's gradient
+// (d loss / d loss = scale), so the loss needs no path of its own.
+struct LossInjector : public torch::autograd::Function<LossInjector> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& output,
+                               const torch::Tensor& loss, double scale) {
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(loss.scalar_type());
+    return output.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const auto dtype = static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {grads[0], at::full({}, scale, at::TensorOptions().dtype(dtype)), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor inject_loss(const torch::Tensor& output, const torch::Tensor& loss, double scale) {
+  return LossInjector::apply(output, loss, scale);
+}
+
+MultiTokenPrediction::MultiTokenPrediction(
+    const TransformerConfig& config, int depth, double loss_scaling,
+    const std::function<std::vector<MtpLayer>(int k)>& make_layers,
+    const std::function<std::shared_ptr<torch::nn::Module>(int k)>& make_contraction,
+    const std::function<Fn(const std::shared_ptr<torch::nn::Module>&)>& contraction_fn)
+    : config_(config), depth_(depth), loss_scaling_(loss_scaling) {
+  if (depth < 1) throw std::invalid_argument("model.mtp_depth must be >= 1, got " + std::to_string(depth));
+  const auto dtype = to_scalar_type(config.dtype);
+  const int64_t c = config.hidden_size, n = config.mhc_num_residual_streams;
+  for (int k = 1; k <= depth; ++k) {
+    auto m = register_module(std::to_string(k), std::make_shared<torch::nn::Module>());
+    Depth d;
+    d.hidden_norm = m->register_module("hidden_norm", std::make_shared<LayerNorm>(c, config.layernorm_eps, dtype));
+    d.token_norm = m->register_module("token_norm", std::make_shared<LayerNorm>(c, config.layernorm_eps, dtype));
+    d.proj = m->register_module("proj", std::make_shared<Linear>(2 * c, c, false, dtype));
+    auto layers = m->register_module("layers", torch::nn::ModuleDict());
+    d.layers = make_layers(k);
+    for (size_t j = 0; j < d.layers.size(); ++j) layers->update({{std::to_string(j), d.layers[j].module}});
+    if (config.enable_mhc_connections) {
+      if (make_contraction) {
+        auto contraction = m->register_module("final_contraction", make_contraction(k));
+        d.contract = contraction_fn(contraction);
+      } else {
+        d.contract = [n](const torch::Tensor& x) { return contract_streams_mean(x, n); };
+      }
+    }
+    depths_.push_back(std::move(d));
+  }
+}
+
+MultiTokenPrediction::Losses MultiTokenPrediction::losses(const torch::Tensor& h, const torch::Tensor& target,
+                                                          const Fn& embed, const Fn& head) {
+  const int64_t seq = target.size(1);
+  if (seq <= depth_)
+    throw std::invalid_argument("multi-token prediction of depth " + std::to_string(depth_) +
+                                " needs sequences longer than that, got " + std::to_string(seq));
+  Losses out;
+  torch::Tensor prev = h;
+  torch::Tensor sum;
+  for (int k = 1; k <= depth_; ++k) {
+    Depth& d = depths_[k - 1];
+    const int64_t len = seq - k;
+    const auto tokens = target.narrow(1, k - 1, len);  // x_{t+k}
+    torch::Tensor x = d.proj->forward(at::cat(
+        {d.hidden_norm->forward(prev.narrow(1, 0, len)), d.token_norm->forward(embed(tokens))}, -1));
+    if (config_.enable_mhc_connections) x = expand_streams(x, config_.mhc_num_residual_streams);
+    for (auto& layer : d.layers) x = layer.forward(x);
+    if (config_.enable_mhc_connections) x = d.contract(x);
+    const auto loss = lm_loss(head(x), target.narrow(1, k, len));
+    out.per_depth.push_back(loss.item<double>());
+    sum = sum.defined() ? sum + loss : loss;
+    prev = x;
+  }
+  out.total = sum * (loss_scaling_ / depth_);
+  return out;
+}
+
+}  // namespace hp::model
