@@ -74,6 +74,11 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
     train::HybridTaskOptions h;
     h.model = a.hybrid;
     h.model.base = m;
+    h.model.base.mtp_num_layers = 0;  // the pattern's / parts
+    h.model.mtp_loss_scaling = m.mtp_loss_scaling_factor;
+    if (a.model.mtp_num_layers > 0)
+      throw std::invalid_argument("--mtp-layers: a Hybrid model's MTP depths are the / parts of --hybrid-pattern "
+                                  "(e.g. 'M*-E/*-/*-' for two)");
     h.data = data;
     return std::make_unique<train::HybridTask>(h);
   }
@@ -171,6 +176,10 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--ffn-hidden", m.ffn_hidden_size, "MLP width (0 = 4 * hidden)")->capture_default_str();
   cmd->add_option("--vocab", m.vocab_size, "vocabulary size")->capture_default_str();
   cmd->add_flag("--tie-embeddings", m.tie_embeddings, "share the word embedding with the LM head");
+  cmd->add_option("--mtp-layers", m.mtp_num_layers, "gpt: multi-token prediction depths (hybrid: / parts of the pattern)")
+      ->capture_default_str();
+  cmd->add_option("--mtp-loss-scaling", m.mtp_loss_scaling_factor, "weight of the mean MTP loss (gpt; hybrid too)")
+      ->capture_default_str();
   cmd->add_flag("--mhc", m.enable_mhc_connections, "multi-stream residuals (manifold-constrained hyper-connections)");
   cmd->add_option("--mhc-streams", m.mhc_num_residual_streams, "mHC: residual streams n")->capture_default_str();
   cmd->add_option("--mhc-sinkhorn-iterations", m.mhc_sinkhorn_iterations, "mHC: Sinkhorn-Knopp passes")

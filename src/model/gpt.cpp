@@ -9,6 +9,7 @@
 
 #include "model/hyper_connection.hpp"
 #include "model/layers.hpp"
+#include "model/mtp.hpp"
 
 namespace hp::model {
 
@@ -90,7 +91,8 @@ void GPTChunk::build(const ChunkLayout& layout) {
   layer_end_ = layout.layer_end;
 
   const auto dtype = to_scalar_type(config.dtype);
-  if (first_ || (last_ && config.tie_embeddings)) {
+  const bool mtp = last_ && config.mtp_num_layers > 0;
+  if (first_ || (last_ && config.tie_embeddings) || mtp) {
     auto embedding = register_module("embedding", std::make_shared<torch::nn::Module>("embedding"));
     word_ = embedding->register_module(
         "word", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, dtype));
@@ -112,6 +114,15 @@ void GPTChunk::build(const ChunkLayout& layout) {
       lm_head_ = register_module(
           "lm_head", std::make_shared<Linear>(config.hidden_size, config.vocab_size, false, dtype));
     }
+  }
+
+  if (mtp) {
+    auto make_layers = [&config](int) {
+      auto block = std::make_shared<TransformerBlock>(config);
+      return std::vector<MtpLayer>{{block, [block](const torch::Tensor& x) { return block->forward(x); }}};
+    };
+    mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(config, config.mtp_num_layers,
+                                                                         config.mtp_loss_scaling_factor, make_layers));
   }
 
   at::NoGradGuard no_grad;
@@ -168,13 +179,23 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
   return config_.enable_mhc_connections ? expand_streams(x, config_.mhc_num_residual_streams) : x;
 }
 
-torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input) {
+torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input, const torch::Tensor& target) {
   for (auto& block : blocks_) x = block->forward(x);
   if (last_) {
     // mHC: GPT contracts the streams by their mean before the final norm.
     if (config_.enable_mhc_connections) x = contract_streams_mean(x, config_.mhc_num_residual_streams);
-    x = final_norm_->forward(x);
-    x = lm_head_ ? lm_head_->forward(x) : at::linear(x, word_->weight);
+    const torch::Tensor hidden = x;
+    auto head = [this](const torch::Tensor& h) {
+      const auto n = final_norm_->forward(h);
+      return lm_head_ ? lm_head_->forward(n) : at::linear(n, word_->weight);
+    };
+    x = head(hidden);
+    if (mtp_) {
+      if (!target.defined())
+        fail("GPTChunk stage " + std::to_string(stage_) + ": multi-token prediction needs the target (forward_with_target)");
+      const auto m = mtp_->losses(hidden, target, [this](const torch::Tensor& ids) { return word_->forward(ids); }, head);
+      x = inject_loss(x, m.total, mtp_grad_scale_);
+    }
   }
   // An empty middle stage: return a graph-connected copy, never the input itself.
   if (x.is_same(input)) x = input.clone();
@@ -187,12 +208,14 @@ torch::Tensor GPTChunk::forward(const torch::Tensor& tokens, const torch::Tensor
   return run_layers(embed(tokens, prefix), tokens);
 }
 
-torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
+torch::Tensor GPTChunk::forward(const torch::Tensor& input) { return forward_with_target(input, torch::Tensor()); }
+
+torch::Tensor GPTChunk::forward_with_target(const torch::Tensor& input, const torch::Tensor& target) {
   const auto fail_here = [this](const std::string& msg) {
     fail("GPTChunk stage " + std::to_string(stage_) + ": " + msg);
   };
   if (!input.defined()) fail_here("input is an undefined tensor");
-  if (first_) return run_layers(embed(input, torch::Tensor()), input);
+  if (first_) return run_layers(embed(input, torch::Tensor()), input, target);
   const auto dtype = to_scalar_type(config_.dtype);
   if (input.dim() != 3 || input.size(2) != config_.residual_width() || input.scalar_type() != dtype) {
     fail_here("expects hidden states " + std::string(c10::toString(dtype)) + " [batch, seq, " +
@@ -205,11 +228,11 @@ torch::Tensor GPTChunk::forward(const torch::Tensor& input) {
     fail_here("sequence length " + std::to_string(seq) + " must be in 1..model.max_seq_len " +
               std::to_string(config_.max_seq_len));
   }
-  return run_layers(input, input);
+  return run_layers(input, input, target);
 }
 
 std::vector<std::string> GPTChunk::tied_parameter_names() const {
-  if (config_.tie_embeddings && first_ != last_) return {"embedding.word.weight"};
+  if ((config_.tie_embeddings || config_.mtp_num_layers > 0) && first_ != last_) return {"embedding.word.weight"};
   return {};
 }
 

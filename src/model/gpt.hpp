@@ -14,6 +14,8 @@
 // With tie_embeddings the last stage holds its own copy of embedding.word.weight
 // (same name, same initial value) and uses it as the head; the runtime must sum
 // that parameter's gradient over the first and last stage (tied_parameter_names).
+// With multi-token prediction (mtp_num_layers) the last stage holds mtp.<k>.*
+// and, for the depths' token embeddings, a copy of embedding.word.weight too.
 //
 // Initial values depend only on (config.seed, global name, shape, init_std,
 // num_layers), never on the layout (initial_parameter_value).
@@ -32,6 +34,7 @@ namespace hp::model {
 
 class Embedding;
 class LayerNorm;
+class MultiTokenPrediction;
 class Linear;
 class TransformerBlock;
 
@@ -69,6 +72,14 @@ class GPTChunk : public torch::nn::Module {
   // model's projected image features) come before the embedded tokens
   // [batch, S]; positions run over all P + S <= max_seq_len entries.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& prefix);
+  // The last stage of a model with multi-token prediction (mtp_num_layers > 0):
+  // forward(input) plus the MTP loss over `target` (the next tokens), which
+  // enters backward through the returned logits (model/mtp.hpp).
+  torch::Tensor forward_with_target(const torch::Tensor& input, const torch::Tensor& target);
+  bool has_mtp() const { return mtp_ != nullptr; }
+  // The MTP loss's weight per micro-batch (1 / micro-batches, as the main
+  // loss weighs one); set by the stage builder, 1 by default.
+  void set_mtp_grad_scale(double scale) { mtp_grad_scale_ = scale; }
 
   int stage() const { return stage_; }
   bool is_first() const { return first_; }
@@ -94,7 +105,7 @@ class GPTChunk : public torch::nn::Module {
 
  private:
   void build(const ChunkLayout& layout);
-  torch::Tensor run_layers(torch::Tensor x, const torch::Tensor& input);
+  torch::Tensor run_layers(torch::Tensor x, const torch::Tensor& input, const torch::Tensor& target = {});
   torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& prefix);
 
   TransformerConfig config_;
@@ -108,6 +119,8 @@ class GPTChunk : public torch::nn::Module {
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   std::shared_ptr<LayerNorm> final_norm_;  // last stage
   std::shared_ptr<Linear> lm_head_;        // last stage without tied embeddings
+  std::shared_ptr<MultiTokenPrediction> mtp_;  // last stage with mtp_num_layers > 0
+  double mtp_grad_scale_ = 1.0;
 };
 
 // The deterministic initial value of the parameter with this global name and

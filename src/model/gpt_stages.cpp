@@ -20,7 +20,10 @@ runtime::PipelineStage chunk_stage(std::shared_ptr<GPTChunk> chunk) {
   runtime::PipelineStage s;
   s.index = chunk->stage();
   for (const auto& p : chunk->named_parameters()) s.parameters.emplace_back(p.key(), p.value());
-  s.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch&) { return chunk->forward(x); };
+  if (chunk->has_mtp())
+    s.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch& m) { return chunk->forward_with_target(x, m.target); };
+  else
+    s.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch&) { return chunk->forward(x); };
   return s;
 }
 
@@ -34,6 +37,12 @@ Partition gpt_partition(const GPTStagesOptions& o, const schedule::ScheduleOptio
 void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout) {
   o.config.validate();
   const Partition partition = gpt_partition(o, layout);
+  if (o.config.enable_mhc_connections && o.config.mtp_num_layers > 0 && layout.pp > 1)
+    throw std::invalid_argument(
+        "model.enable_mhc_connections with model.mtp_num_layers and schedule.pp " + std::to_string(layout.pp) +
+        ": a pipelined GPT with mHC cannot run multi-token prediction, because its decoder contracts the residual "
+        "before the multi-stream MTP block (as Megatron-LM rejects it); use the Hybrid model, whose MTP sits after "
+        "its learned contraction, or schedule.pp 1");
   const int t = transposed_layers(layout);
   if (t < 0) throw std::invalid_argument("schedule.mpipe.transpose_layers must be >= 0, got " + std::to_string(t));
   if (t > 0 && t >= partition.count(0))
@@ -60,9 +69,13 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
       chunks[0] = std::make_shared<GPTChunk>(cfg, body0);
     }
   }
-  for (auto& chunk : chunks) m.stages.push_back(chunk_stage(chunk));
+  for (auto& chunk : chunks) {
+    chunk->set_mtp_grad_scale(1.0 / layout.micro_batches);
+    m.stages.push_back(chunk_stage(chunk));
+  }
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
-  if (cfg.tie_embeddings) m.tied_parameters = {"embedding.word.weight"};
+  // Both the tied head and MTP's token embeddings use the last stage's copy of stage 0's.
+  if (cfg.tie_embeddings || cfg.mtp_num_layers > 0) m.tied_parameters = {"embedding.word.weight"};
   if (o.micro_batch_rows > 0 && o.seq_len > 0) {
     const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, cfg.residual_width()};
     const auto dtype = cfg.dtype == DType::Float64 ? at::kDouble : at::kFloat;

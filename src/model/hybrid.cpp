@@ -25,6 +25,9 @@ void HybridConfig::validate() const {
   if (mamba.state_size < 1) throw std::invalid_argument("model.mamba_state_size must be >= 1");
   if (mamba.conv_kernel < 1 || mamba.expand < 1) throw std::invalid_argument("the Mamba kernel and expansion must be >= 1");
   if (!(mtp_loss_scaling >= 0)) throw std::invalid_argument("model.mtp_loss_scaling must be >= 0");
+  if (base.mtp_num_layers > 0)
+    throw std::invalid_argument("model.mtp_num_layers: a Hybrid model's MTP depths are the / parts of "
+                                "model.hybrid_pattern (e.g. M*-E/*-/*- for two)");
   if (moe.num_experts < 1 || moe.top_k < 1 || moe.top_k > moe.num_experts)
     throw std::invalid_argument("model.moe_top_k must be in 1..model.moe_num_experts (" +
                                 std::to_string(moe.num_experts) + "), got " + std::to_string(moe.top_k));

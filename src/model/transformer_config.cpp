@@ -68,6 +68,12 @@ void TransformerConfig::validate() const {
     fail("model.mhc_num_residual_streams must be >= 1, got " + std::to_string(mhc_num_residual_streams));
   if (mhc_sinkhorn_iterations < 1)
     fail("model.mhc_sinkhorn_iterations must be >= 1, got " + std::to_string(mhc_sinkhorn_iterations));
+  if (mtp_num_layers < 0) fail("model.mtp_num_layers must be >= 0, got " + std::to_string(mtp_num_layers));
+  if (!(mtp_loss_scaling_factor >= 0.0) || !std::isfinite(mtp_loss_scaling_factor)) {
+    std::ostringstream os;
+    os << "model.mtp_loss_scaling_factor must be a finite number >= 0, got " << mtp_loss_scaling_factor;
+    fail(os.str());
+  }
   if (!(mhc_init_gating_factor >= 0.0) || !std::isfinite(mhc_init_gating_factor)) {
     std::ostringstream os;
     os << "model.mhc_init_gating_factor must be a finite number >= 0, got " << mhc_init_gating_factor;
@@ -82,6 +88,7 @@ std::string TransformerConfig::describe() const {
      << " --seq-len " << max_seq_len << " --tie-embeddings " << (tie_embeddings ? "true" : "false")
      << " --dropout " << dropout << " --layernorm-eps " << layernorm_eps << " --init-std "
      << init_std << " --seed " << seed << " --dtype " << dtype_name(dtype);
+  if (mtp_num_layers > 0) os << " --mtp-layers " << mtp_num_layers << " --mtp-loss-scaling " << mtp_loss_scaling_factor;
   if (enable_mhc_connections)
     os << " --mhc --mhc-streams " << mhc_num_residual_streams << " --mhc-sinkhorn-iterations "
        << mhc_sinkhorn_iterations << " --mhc-init-gating-factor " << mhc_init_gating_factor;

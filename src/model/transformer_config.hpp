@@ -44,6 +44,11 @@ struct TransformerConfig {
   int mhc_sinkhorn_iterations = 20;     // --mhc-sinkhorn-iterations: >= 1
   double mhc_init_gating_factor = 0.01; // --mhc-init-gating-factor: >= 0, the gates' initial value
 
+  // Multi-token prediction (model/mtp.hpp) on the last stage: depths, each one
+  // decoder layer (GPT), and the weight of their mean loss.
+  int mtp_num_layers = 0;               // --mtp-layers
+  double mtp_loss_scaling_factor = 0.1; // --mtp-loss-scaling
+
   // Throws std::invalid_argument naming the option (model.<field>) and what is allowed.
   void validate() const;
 

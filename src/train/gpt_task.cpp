@@ -43,6 +43,7 @@ std::string gpt_checkpoint_metadata(const model::TransformerConfig& m) {
   j["tie-embeddings"] = m.tie_embeddings;
   // mHC adds parameters: a checkpoint with other streams does not load.
   if (m.enable_mhc_connections) j["mhc-streams"] = m.mhc_num_residual_streams;
+  if (m.mtp_num_layers > 0) j["mtp-layers"] = m.mtp_num_layers;
   return j.dump();
 }
 

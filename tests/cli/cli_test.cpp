@@ -108,6 +108,12 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --load /nonexistent/ckpt", "/nonexistent/ckpt");
   expect_error("train --data /nonexistent.txt", "/nonexistent.txt");
   expect_error("train --schedule mpipe --transpose-layers 9", "--transpose-layers");
+  expect_error("train --mhc --mtp-layers 1 --nproc 2 --schedule 1f1b",
+               "--mhc with --mtp-layers and --nproc 2: a pipelined GPT with mHC cannot run multi-token prediction");
+  expect_error("train --model hybrid --hybrid-pattern 'M*x'", "--hybrid-pattern: 'M*x' has the symbol 'x'; accepted: M");
+  expect_error("train --model hybrid --mhc --nproc 2 --schedule interleaved --hybrid-pattern 'M*|E|-|/-'",
+               "standalone MTP stage");
+  expect_error("train --mhc --mhc-streams 0", "--mhc-streams must be >= 1");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "model/gpt.hpp"
+#include "model/gpt_stages.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/test_util.hpp"
 
@@ -175,6 +176,29 @@ TEST(GPTWithMhc, NamesOfTheModelWithoutMhcAreUnchangedAndTheStreamsTravelBetween
   EXPECT_EQ(h.sizes().vec(), first.output_shape(2, 5));
   EXPECT_EQ(h.size(2), 32);
   EXPECT_EQ(last.forward(h).sizes().vec(), (std::vector<int64_t>{2, 5, 16}));
+}
+
+TEST(GPTWithMhc, PipelinedMhcWithMultiTokenPredictionIsRejectedElsewhereItRuns) {
+  GPTStagesOptions g;
+  g.config = mhc_config(2);
+  g.config.mtp_num_layers = 1;
+  schedule::ScheduleOptions s;
+  s.kind = schedule::ScheduleKind::OneFOneB;
+  s.pp = 2;
+  s.micro_batches = 2;
+  testing::expect_invalid([&] { check_gpt_layout(g, s); },
+                          {"a pipelined GPT with mHC cannot run multi-token prediction", "use the Hybrid model"});
+  g.config.enable_mhc_connections = false;
+  EXPECT_NO_THROW(check_gpt_layout(g, s));
+  g.config.enable_mhc_connections = true;
+  s.kind = schedule::ScheduleKind::NoPipelining;
+  s.pp = 1;
+  EXPECT_NO_THROW(check_gpt_layout(g, s));
+  const auto m = build_reference_gpt(g.config);
+  const auto tokens = at::randint(16, {2, 6}, at::kLong);
+  EXPECT_THROW(m->forward(tokens.narrow(1, 0, 5)), std::invalid_argument);  // MTP needs the target
+  EXPECT_EQ(m->forward_with_target(tokens.narrow(1, 0, 5), tokens.narrow(1, 1, 5)).size(2), 16);
+  EXPECT_TRUE(m->named_parameters().contains("mtp.1.layers.0.attention_hc.mapping_proj.weight"));
 }
 
 TEST(GPTWithMhc, ConfigChecksNameTheOption) {

@@ -40,16 +40,18 @@ TEST_P(Equivalence, LossAndEveryGradientMatchTheSingleProcessStep) {
 }
 
 // MB in {1, 3, 4, 8}: MB < PP and MB not divisible by PP included; tied
-// embeddings, pseudo-deallocation, varying sequence lengths and mHC (3
-// residual streams on every P2P edge) on and off.
-const std::vector<std::string> kCases = {"1 0 0 0 0", "3 1 0 0 0", "4 0 1 0 0", "8 1 1 0 0", "3 0 0 1 0",
-                                         "4 1 1 1 0", "3 1 1 0 1", "4 0 0 0 1", "4 0 0 1 1"};
+// embeddings, pseudo-deallocation, varying sequence lengths, mHC (3
+// residual streams on every P2P edge) and multi-token prediction (MTP depths
+// on the last stage, its embedding copy tied to stage 0's) on and off.
+const std::vector<std::string> kCases = {"1 0 0 0 0 0", "3 1 0 0 0 0", "4 0 1 0 0 0", "8 1 1 0 0 0", "3 0 0 1 0 0",
+                                         "4 1 1 1 0 0", "3 1 1 0 1 0", "4 0 0 0 1 0", "4 0 0 1 1 0",
+                                         "3 0 1 0 0 2", "4 1 0 1 0 1"};
 
 INSTANTIATE_TEST_SUITE_P(
     Schedules, Equivalence,
     ::testing::Values(Job{"gpipe", 2, 1, kCases}, Job{"1f1b", 2, 1, kCases}, Job{"1f1b", 4, 1, kCases},
                       Job{"interleaved", 2, 1, kCases}, Job{"interleaved", 2, 2, kCases},
-                      Job{"interleaved", 4, 2, kCases}, Job{"gpipe", 4, 1, {"3 1 1 0 0", "8 0 0 1 1"}}),
+                      Job{"interleaved", 4, 2, kCases}, Job{"gpipe", 4, 1, {"3 1 1 0 0 0", "8 0 0 1 1 0"}}),
     [](const auto& info) {
       return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_vpp" + std::to_string(info.param.vpp);
     });

@@ -1,7 +1,7 @@
 // One rank of the distributed equivalence tests. Started by
 // pipeline_dist_test through the local launcher (RANK, WORLD_SIZE, ... set).
 //
-//   pipeline_worker SCHEDULE VPP MB TIE DEALLOC VARLEN MHC [MB TIE DEALLOC VARLEN MHC ...]
+//   pipeline_worker SCHEDULE VPP MB TIE DEALLOC VARLEN MHC MTP [MB TIE DEALLOC VARLEN MHC MTP ...]
 //
 //   pipeline_worker reshape learned|given
 //
@@ -62,14 +62,14 @@ int main(int argc, char** argv) {
     auto pg = testing::join_worker_group();
     return reshape(pg, std::string(argv[2]) == "given");
   }
-  if (argc < 8 || (argc - 3) % 5 != 0) {
-    std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN MHC}... | pipeline_worker reshape learned|given\n";
+  if (argc < 9 || (argc - 3) % 6 != 0) {
+    std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN MHC MTP}... | pipeline_worker reshape learned|given\n";
     return 2;
   }
   try {
     auto pg = testing::join_worker_group();
     const auto& env = pg.env();
-    for (int i = 3, k = 0; i + 4 < argc; i += 5, ++k) {
+    for (int i = 3, k = 0; i + 5 < argc; i += 6, ++k) {
       runtime::PipelineOptions o;
       if (!schedule::kind_from_name(argv[1], &o.schedule.kind)) throw std::invalid_argument(argv[1]);
       o.schedule.pp = env.world_size;
@@ -88,13 +88,14 @@ int main(int argc, char** argv) {
       m.enable_mhc_connections = std::atoi(argv[i + 4]);
       m.mhc_num_residual_streams = 3;
       m.mhc_init_gating_factor = 0.5;  // mappings far from uniform, so a wrong mix shows
+      m.mtp_num_layers = std::atoi(argv[i + 5]);
       o.executor.pseudo_deallocate = std::atoi(argv[i + 2]);
       o.executor.variable_seq_len = std::atoi(argv[i + 3]);
       const bool given_shapes = !o.executor.variable_seq_len && k % 2 == 0;
       if (given_shapes) g.micro_batch_rows = 2, g.seq_len = 6;
       const std::string name = std::string(argv[1]) + " pp=" + std::to_string(o.schedule.pp) +
                                " vpp=" + argv[2] + " mb=" + argv[i] + " tie=" + argv[i + 1] +
-                               " dealloc=" + argv[i + 2] + " varlen=" + argv[i + 3] + " mhc=" + argv[i + 4] +
+                               " dealloc=" + argv[i + 2] + " varlen=" + argv[i + 3] + " mhc=" + argv[i + 4] + " mtp=" + argv[i + 5] +
                                (given_shapes ? " shapes=given" : " shapes=learned");
       runtime::Pipeline p(o, env.rank, &pg, model::build_gpt_stages(g, o.schedule, env.rank));
       const std::vector<int> lens = o.executor.variable_seq_len ? std::vector<int>{7, 3, 5} : std::vector<int>{6};

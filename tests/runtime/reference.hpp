@@ -36,13 +36,14 @@ struct ReferenceStep {
 
 inline ReferenceStep reference_step(const model::TransformerConfig& cfg, const std::vector<at::Tensor>& micro_tokens) {
   auto ref = model::build_reference_gpt(cfg);
+  ref->set_mtp_grad_scale(1.0 / static_cast<double>(micro_tokens.size()));
   std::int64_t tokens = 0;
   for (const auto& t : micro_tokens) tokens += t.size(0) * (t.size(1) - 1);
   ReferenceStep out;
   for (const auto& t : micro_tokens) {
     const auto n = t.size(1);
-    at::Tensor logits = ref->forward(t.slice(1, 0, n - 1));
     at::Tensor labels = t.slice(1, 1, n);
+    at::Tensor logits = ref->forward_with_target(t.slice(1, 0, n - 1), labels);
     at::Tensor loss = model::lm_loss(logits, labels) * (static_cast<double>(labels.numel()) / tokens);
     torch::autograd::backward({loss});
     out.loss += loss.item<double>();
