@@ -180,6 +180,11 @@ void add_train_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--mtp-loss-scaling", m.mtp_loss_scaling_factor, "weight of the mean MTP loss (gpt; hybrid too)")
       ->capture_default_str();
+  cmd->add_option("--recompute-modules", m.recompute_modules, "selective recompute, comma-separated: mhc")
+      ->capture_default_str();
+  cmd->add_option("--mhc-recompute-layer-num", m.mhc_recompute_layer_num,
+                  "with --recompute-modules mhc: the first N layers of each chunk (0: all)")
+      ->capture_default_str();
   cmd->add_flag("--mhc", m.enable_mhc_connections, "multi-stream residuals (manifold-constrained hyper-connections)");
   cmd->add_option("--mhc-streams", m.mhc_num_residual_streams, "mHC: residual streams n")->capture_default_str();
   cmd->add_option("--mhc-sinkhorn-iterations", m.mhc_sinkhorn_iterations, "mHC: Sinkhorn-Knopp passes")

@@ -104,6 +104,7 @@ void GPTChunk::build(const ChunkLayout& layout) {
   auto layers = register_module("layers", torch::nn::ModuleDict());
   for (int i = layer_begin_; i < layer_end_; ++i) {
     auto block = std::make_shared<TransformerBlock>(config);
+    block->set_mhc_recompute(config.recomputes_mhc_at(i - layer_begin_));
     layers->update({{std::to_string(i), block}});
     blocks_.push_back(block);
   }

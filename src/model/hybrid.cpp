@@ -63,6 +63,10 @@ HybridLayer::HybridLayer(const HybridConfig& config, LayerKind kind) : kind_(kin
   if (c.enable_mhc_connections) hc_ = register_module("hc", std::make_shared<HyperConnection>(c));
 }
 
+void HybridLayer::set_mhc_recompute(bool on) {
+  if (hc_) hc_->set_recompute(on);
+}
+
 torch::Tensor HybridLayer::forward(const torch::Tensor& x) {
   auto sublayer = [this](const torch::Tensor& u) { return mix_(norm_->forward(u)); };
   return hc_ ? hc_->forward(x, sublayer) : x + sublayer(x);
@@ -109,6 +113,7 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
   auto layers = register_module("layers", torch::nn::ModuleDict());
   for (int i = begin; i < end; ++i) {
     layers_.push_back(std::make_shared<HybridLayer>(config, pattern.layers[i]));
+    layers_.back()->set_mhc_recompute(c.recomputes_mhc_at(i - begin));
     layers->update({{std::to_string(i), layers_.back()}});
   }
   if (last_) {

@@ -59,6 +59,8 @@ class HybridLayer : public torch::nn::Module {
  public:
   HybridLayer(const HybridConfig& config, LayerKind kind);
   torch::Tensor forward(const torch::Tensor& x);
+  // Selective mHC recompute of the layer's hyper-connection (no-op without mHC).
+  void set_mhc_recompute(bool on);
   LayerKind kind() const { return kind_; }
 
  private:

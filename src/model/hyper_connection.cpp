@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/layers.hpp"
+#include "model/recompute.hpp"
 
 namespace hp::model {
 
@@ -40,15 +41,20 @@ HyperConnection::Mappings HyperConnection::mappings(const torch::Tensor& x) {
 }
 
 torch::Tensor HyperConnection::forward(const torch::Tensor& x, const Sublayer& sublayer) {
-  const int64_t n = streams_;
-  std::vector<int64_t> split = x.sizes().vec();
-  split.back() = n;
-  split.push_back(width_);
-  const torch::Tensor xs = x.reshape(split);  // [..., n, C]
-  const Mappings m = mappings(x);
-  const torch::Tensor f = sublayer((m.pre.unsqueeze(-1) * xs).sum(-2));  // F(H_pre @ x): [..., C]
+  // x -> {H_pre @ x, H_post, H_res @ x}: everything but the sublayer.
+  auto mix = [this](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> {
+    const torch::Tensor& v = in[0];
+    std::vector<int64_t> split = v.sizes().vec();
+    split.back() = streams_;
+    split.push_back(width_);
+    const torch::Tensor xs = v.reshape(split);  // [..., n, C]
+    const Mappings m = mappings(v);
+    return {(m.pre.unsqueeze(-1) * xs).sum(-2), m.post, at::matmul(m.res, xs).reshape(v.sizes())};
+  };
+  const std::vector<torch::Tensor> mixed = recompute_ ? recompute_in_backward(mix, {x}) : mix({x});
+  const torch::Tensor f = sublayer(mixed[0]);  // F(H_pre @ x): [..., C]
   // The sum comes last, so the result is a fresh tensor, not a view.
-  return (m.post.unsqueeze(-1) * f.unsqueeze(-2)).reshape(x.sizes()) + at::matmul(m.res, xs).reshape(x.sizes());
+  return (mixed[1].unsqueeze(-1) * f.unsqueeze(-2)).reshape(x.sizes()) + mixed[2];
 }
 
 torch::Tensor sinkhorn_knopp(const torch::Tensor& m, int iterations) {

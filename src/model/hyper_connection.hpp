@@ -48,12 +48,18 @@ class HyperConnection : public torch::nn::Module {
   };
   Mappings mappings(const torch::Tensor& x);
 
+  // Selective mHC recompute: the mappings and the aggregations H_pre @ x and
+  // H_res @ x are recomputed in backward instead of stored (the sublayer's own
+  // graph is kept as usual). Off by default.
+  void set_recompute(bool on) { recompute_ = on; }
+
   torch::Tensor alpha_pre, alpha_post, alpha_res, bias;
 
  private:
   int64_t streams_;
   int64_t width_;
   int sinkhorn_iterations_;
+  bool recompute_ = false;
   std::shared_ptr<Linear> mapping_proj_;
 };
 

@@ -83,6 +83,12 @@ TransformerBlock::TransformerBlock(const TransformerConfig& config) {
   }
 }
 
+void TransformerBlock::set_mhc_recompute(bool on) {
+  if (!attention_hc_) return;
+  attention_hc_->set_recompute(on);
+  mlp_hc_->set_recompute(on);
+}
+
 torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
   if (attention_hc_) {
     const auto h = attention_hc_->forward(x, [this](const torch::Tensor& u) {

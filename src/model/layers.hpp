@@ -86,6 +86,8 @@ class TransformerBlock : public torch::nn::Module {
  public:
   explicit TransformerBlock(const TransformerConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
+  // Selective mHC recompute of both hyper-connections (no-op without mHC).
+  void set_mhc_recompute(bool on);
 
  private:
   std::shared_ptr<LayerNorm> attn_norm_;

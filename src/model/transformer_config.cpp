@@ -1,5 +1,8 @@
 #include "model/transformer_config.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -31,6 +34,23 @@ void require_positive(const char* flag, long long value) {
 }
 
 }  // namespace
+
+namespace {
+
+std::vector<std::string> split_modules(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+bool TransformerConfig::recomputes_mhc() const {
+  const auto m = split_modules(recompute_modules);
+  return std::find(m.begin(), m.end(), "mhc") != m.end();
+}
 
 void TransformerConfig::validate() const {
   require_positive("model.num_layers", num_layers);
@@ -68,6 +88,22 @@ void TransformerConfig::validate() const {
     fail("model.mhc_num_residual_streams must be >= 1, got " + std::to_string(mhc_num_residual_streams));
   if (mhc_sinkhorn_iterations < 1)
     fail("model.mhc_sinkhorn_iterations must be >= 1, got " + std::to_string(mhc_sinkhorn_iterations));
+  const auto modules = split_modules(recompute_modules);
+  const bool has_mhc = std::find(modules.begin(), modules.end(), "mhc") != modules.end();
+  const bool has_mlp = std::find(modules.begin(), modules.end(), "mlp") != modules.end();
+  if (has_mhc && has_mlp)
+    fail("model.recompute_modules '" + recompute_modules + "': mhc cannot be recomputed together with mlp (the "
+         "mHC recompute already spans the MLP's hyper-connection); keep one of them");
+  for (const auto& m : modules)
+    if (m != "mhc")
+      fail("model.recompute_modules '" + recompute_modules + "': " + m + " cannot be recomputed selectively here; "
+           "allowed: mhc");
+  if (has_mhc && !enable_mhc_connections)
+    fail("model.recompute_modules mhc needs multi-stream residuals (model.enable_mhc_connections)");
+  if (mhc_recompute_layer_num < 0)
+    fail("model.mhc_recompute_layer_num must be >= 0 (0: every layer), got " + std::to_string(mhc_recompute_layer_num));
+  if (mhc_recompute_layer_num > 0 && !has_mhc)
+    fail("model.mhc_recompute_layer_num needs mhc in model.recompute_modules");
   if (mtp_num_layers < 0) fail("model.mtp_num_layers must be >= 0, got " + std::to_string(mtp_num_layers));
   if (!(mtp_loss_scaling_factor >= 0.0) || !std::isfinite(mtp_loss_scaling_factor)) {
     std::ostringstream os;

@@ -89,13 +89,16 @@ int main(int argc, char** argv) {
       m.mhc_num_residual_streams = 3;
       m.mhc_init_gating_factor = 0.5;  // mappings far from uniform, so a wrong mix shows
       m.mtp_num_layers = std::atoi(argv[i + 5]);
+      // Every other mHC case recomputes the first layer's hyper-connections of each chunk.
+      const bool recompute = m.enable_mhc_connections && k % 2 == 1;
+      if (recompute) m.recompute_modules = "mhc", m.mhc_recompute_layer_num = 1;
       o.executor.pseudo_deallocate = std::atoi(argv[i + 2]);
       o.executor.variable_seq_len = std::atoi(argv[i + 3]);
       const bool given_shapes = !o.executor.variable_seq_len && k % 2 == 0;
       if (given_shapes) g.micro_batch_rows = 2, g.seq_len = 6;
       const std::string name = std::string(argv[1]) + " pp=" + std::to_string(o.schedule.pp) +
                                " vpp=" + argv[2] + " mb=" + argv[i] + " tie=" + argv[i + 1] +
-                               " dealloc=" + argv[i + 2] + " varlen=" + argv[i + 3] + " mhc=" + argv[i + 4] + " mtp=" + argv[i + 5] +
+                               " dealloc=" + argv[i + 2] + " varlen=" + argv[i + 3] + " mhc=" + argv[i + 4] + (recompute ? "+recompute" : "") + " mtp=" + argv[i + 5] +
                                (given_shapes ? " shapes=given" : " shapes=learned");
       runtime::Pipeline p(o, env.rank, &pg, model::build_gpt_stages(g, o.schedule, env.rank));
       const std::vector<int> lens = o.executor.variable_seq_len ? std::vector<int>{7, 3, 5} : std::vector<int>{6};
