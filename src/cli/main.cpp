@@ -10,6 +10,7 @@
 #include "cli/self_args.hpp"
 #ifdef HYPERPIPE_WITH_TORCH
 #include "cli/bench_command.hpp"
+#include "cli/checkpoint_command.hpp"
 #include "cli/train_command.hpp"
 #endif
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
 #ifdef HYPERPIPE_WITH_TORCH
   hp::cli::add_train_command(app, &exit_code);
   hp::cli::add_bench_command(app, &exit_code);
+  hp::cli::add_checkpoint_command(app, &exit_code);
 #endif
   hp::cli::add_launch_command(app, &exit_code);
   try {

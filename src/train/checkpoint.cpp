@@ -405,6 +405,30 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& nee
   return out;
 }
 
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  CheckpointInfo info;
+  info.path = resolve_checkpoint(path);
+  json meta;
+  try {
+    meta = json::parse(read_text(fs::path(info.path) / "meta.json"));
+    info.step = meta.at("step").get<std::int64_t>();
+    info.world_size = meta.at("world_size").get<int>();
+    info.metadata_json = meta.at("metadata").is_null() ? std::string() : meta.at("metadata").dump();
+    for (auto it = meta.at("params").begin(); it != meta.at("params").end(); ++it) {
+      CheckpointEntry e;
+      e.name = it.key();
+      e.shape = (*it).at("shape").get<std::vector<std::int64_t>>();
+      e.dtype = (*it).value("dtype", "");
+      e.shard = (*it).at("shard").get<int>();
+      e.optimizer_state = (*it).value("adam_state", false);
+      info.params.push_back(std::move(e));
+    }
+  } catch (const std::exception& e) {
+    bad_load(path, cat("cannot read ", (fs::path(info.path) / "meta.json").string(), ": ", e.what()));
+  }
+  return info;
+}
+
 LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer) {
   LoadedCheckpoint loaded = load_checkpoint(path, params);
   if (optimizer) optimizer->load_state(loaded.optimizer);  // validates everything before any copy

@@ -35,6 +35,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "train/adamw.hpp"
 #include "train/named_params.hpp"
@@ -85,6 +86,26 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& nee
 // load_checkpoint(path, params); then, when optimizer is not null, loads its state (which
 // validates it); then copies the values into the live params in place (under no-grad). Nothing
 // is modified when a check fails. Returns the loaded checkpoint.
+// What meta.json says of a checkpoint, without reading a tensor (hyperpipe
+// checkpoint ls): every parameter by global name, with its shape, dtype, the
+// shard that holds it and whether it has optimizer state. Throws
+// std::invalid_argument naming the path when it is not a checkpoint.
+struct CheckpointEntry {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::string dtype;
+  int shard = 0;
+  bool optimizer_state = false;
+};
+struct CheckpointInfo {
+  std::string path;  // the step directory
+  std::int64_t step = 0;
+  int world_size = 0;
+  std::string metadata_json;
+  std::vector<CheckpointEntry> params;  // sorted by name
+};
+CheckpointInfo read_checkpoint_info(const std::string& path);
+
 LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer);
 
 }  // namespace hp::train

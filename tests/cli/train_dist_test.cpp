@@ -71,6 +71,19 @@ TEST(TrainDist, AnMhcModelTrainsPipelinedAndResumesUnderAnotherLayout) {
   expect_same_curve(train("--nproc 1 --schedule no-pipelining --steps 5 --load " + dir + "/ck" + mhc,
                           dir + "/rest.jsonl"),
                     std::vector<std::pair<long, double>>(full.begin() + 3, full.end()));
+  // checkpoint ls: global names, shapes and dtypes, the new ones and the old ones alike.
+  const auto ls = run_command(hyperpipe() + " checkpoint ls " + dir + "/ck");
+  EXPECT_EQ(ls.exit_code, 0) << ls.output;
+  for (const char* row : {"layers.7.mlp.fc1.weight", "embedding.word.weight", "Double"})
+    EXPECT_NE(ls.output.find(row), std::string::npos) << row << "\n" << ls.output;
+  const auto at = ls.output.find("layers.0.attention_hc.mapping_proj.weight");
+  ASSERT_NE(at, std::string::npos) << ls.output;
+  const std::string line = ls.output.substr(at, ls.output.find('\n', at) - at);
+  EXPECT_NE(line.find("[15, 96]"), std::string::npos) << line;  // n^2 + 2n = 15 rows over n * hidden = 96
+  EXPECT_NE(ls.output.find("step 3, saved by 2 rank(s)"), std::string::npos) << ls.output;
+  const auto missing = run_command(hyperpipe() + " checkpoint ls " + dir + "/nothing");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find(dir + "/nothing: no such directory"), std::string::npos) << missing.output;
   // Without mHC the checkpoint is of another model.
   const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 1 --schedule no-pipelining --load " + dir + "/ck");
   EXPECT_NE(r.exit_code, 0);

@@ -1,0 +1,70 @@
+#include "cli/checkpoint_command.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+
+#include "train/checkpoint.hpp"
+
+namespace hp::cli {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+train::CheckpointInfo read_info(const std::string& dir) {
+  try {
+    return train::read_checkpoint_info(dir);
+  } catch (const std::invalid_argument& e) {
+    // The loader names its --load flag; here the directory is the argument.
+    std::string what = e.what();
+    if (what.rfind("--load ", 0) == 0) what = what.substr(7);
+    throw std::invalid_argument(what);
+  }
+}
+
+void list(const std::string& dir) {
+  const train::CheckpointInfo info = read_info(dir);
+  std::int64_t numel = 0;
+  size_t width = 4;
+  for (const auto& p : info.params) {
+    std::int64_t n = 1;
+    for (auto d : p.shape) n *= d;
+    numel += n;
+    width = std::max(width, p.name.size());
+  }
+  std::cout << info.path << ": step " << info.step << ", saved by " << info.world_size << " rank(s), "
+            << info.params.size() << " parameters, " << numel << " values\n";
+  if (!info.metadata_json.empty()) std::cout << "model " << info.metadata_json << "\n";
+  std::cout << std::left << std::setw(static_cast<int>(width) + 2) << "name" << std::setw(18) << "shape"
+            << std::setw(10) << "dtype" << std::setw(7) << "shard" << "optimizer\n";
+  for (const auto& p : info.params)
+    std::cout << std::left << std::setw(static_cast<int>(width) + 2) << p.name << std::setw(18) << shape_text(p.shape)
+              << std::setw(10) << p.dtype << std::setw(7) << p.shard << (p.optimizer_state ? "adamw" : "-") << "\n";
+}
+
+}  // namespace
+
+void add_checkpoint_command(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("checkpoint", "Inspect checkpoints");
+  cmd->require_subcommand(1);
+  auto dir = std::make_shared<std::string>();
+  auto* ls = cmd->add_subcommand("ls", "List a checkpoint's parameters (global names, shapes, dtypes)");
+  ls->add_option("DIR", *dir, "a --save directory (its latest step) or one step-N directory")->required();
+  ls->callback([dir, exit_code] {
+    try {
+      list(*dir);
+    } catch (const std::exception& e) {
+      std::cerr << "hyperpipe checkpoint ls: error: " << e.what() << "\n";
+      *exit_code = 2;
+    }
+  });
+}
+
+}  // namespace hp::cli
