@@ -77,6 +77,7 @@ class GPTChunk : public torch::nn::Module {
   // enters backward through the returned logits (model/mtp.hpp).
   torch::Tensor forward_with_target(const torch::Tensor& input, const torch::Tensor& target);
   bool has_mtp() const { return mtp_ != nullptr; }
+  const std::shared_ptr<MultiTokenPrediction>& mtp() const { return mtp_; }
   // The MTP loss's weight per micro-batch (1 / micro-batches, as the main
   // loss weighs one); set by the stage builder, 1 by default.
   void set_mtp_grad_scale(double scale) { mtp_grad_scale_ = scale; }

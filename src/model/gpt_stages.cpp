@@ -7,6 +7,7 @@
 
 #include "model/gpt.hpp"
 #include "model/lm_loss.hpp"
+#include "model/mtp.hpp"
 #include "model/preprocess.hpp"
 
 namespace hp::model {
@@ -28,6 +29,11 @@ runtime::PipelineStage chunk_stage(std::shared_ptr<GPTChunk> chunk) {
 }
 
 }  // namespace
+
+void add_mtp_metrics(runtime::RankModel& m, int depth, std::shared_ptr<MultiTokenPrediction> mtp) {
+  m.metric_names = MultiTokenPrediction::metric_names(depth);
+  if (mtp) m.metrics = [mtp] { return mtp->take_mean_losses(); };
+}
 
 Partition gpt_partition(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout) {
   if (o.layers_per_stage.empty()) return Partition::even(o.config.num_layers, layout.pp, layout.vpp);
@@ -73,6 +79,7 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
     chunk->set_mtp_grad_scale(1.0 / layout.micro_batches);
     m.stages.push_back(chunk_stage(chunk));
   }
+  if (cfg.mtp_num_layers > 0) add_mtp_metrics(m, cfg.mtp_num_layers, chunks.back()->mtp());
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
   // Both the tied head and MTP's token embeddings use the last stage's copy of stage 0's.
   if (cfg.tie_embeddings || cfg.mtp_num_layers > 0) m.tied_parameters = {"embedding.word.weight"};

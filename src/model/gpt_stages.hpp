@@ -44,6 +44,12 @@ void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions
 // T >= 1 every rank gets the preprocess and rank 0's stage 0 is body0.
 runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout, int rank);
 
+class MultiTokenPrediction;
+
+// Reports the MTP depths' mean losses of a step as the RankModel's metrics
+// (mtp_loss_1, ...); mtp is the final stage's module, null on other ranks.
+void add_mtp_metrics(runtime::RankModel& m, int depth, std::shared_ptr<MultiTokenPrediction> mtp);
+
 // Token ids [rows, seq + 1] per micro-batch -> input [:, :-1], target [:, 1:].
 std::vector<runtime::MicroBatch> lm_micro_batches(const std::vector<at::Tensor>& tokens);
 

@@ -95,6 +95,7 @@ class HybridChunk : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& target = {});
   // The final stage's MTP losses of the latest forward, one per depth.
   const std::vector<double>& mtp_losses() const { return mtp_losses_; }
+  const std::shared_ptr<MultiTokenPrediction>& mtp() const { return mtp_; }
 
  private:
   HybridConfig config_;

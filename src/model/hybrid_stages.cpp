@@ -4,7 +4,9 @@
 
 #include <stdexcept>
 
+#include "model/gpt_stages.hpp"
 #include "model/lm_loss.hpp"
+#include "model/mtp.hpp"
 
 namespace hp::model {
 
@@ -34,9 +36,11 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
   for (size_t s = 0; s < counts.size(); ++s) begin[s + 1] = begin[s] + counts[s];
   const int stages = layout.num_stages();
   runtime::RankModel m;
+  std::shared_ptr<MultiTokenPrediction> mtp;
   for (int c = 0; c < layout.vpp; ++c) {
     const int s = c * layout.pp + rank;
     auto chunk = std::make_shared<HybridChunk>(config, begin[s], begin[s + 1], s == 0, s == stages - 1);
+    if (chunk->mtp()) mtp = chunk->mtp();
     runtime::PipelineStage st;
     st.index = s;
     for (const auto& p : chunk->named_parameters()) st.parameters.emplace_back(p.key(), p.value());
@@ -48,6 +52,7 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
   // MTP: the final stage's copy of the word embedding is stage 0's.
   if (pattern.mtp_depth > 0 && stages > 1) m.tied_parameters = {"embedding.word.weight"};
+  if (pattern.mtp_depth > 0) add_mtp_metrics(m, pattern.mtp_depth, mtp);
   if (o.micro_batch_rows > 0 && o.seq_len > 0) {
     const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, config.base.residual_width()};
     const auto dtype = config.base.dtype == DType::Float64 ? at::kDouble : at::kFloat;

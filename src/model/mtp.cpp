@@ -90,7 +90,24 @@ MultiTokenPrediction::Losses MultiTokenPrediction::losses(const torch::Tensor& h
     prev = x;
   }
   out.total = sum * (loss_scaling_ / depth_);
+  sums_.resize(depth_, 0.0);
+  for (int k = 0; k < depth_; ++k) sums_[k] += out.per_depth[k];
+  ++calls_;
   return out;
+}
+
+std::vector<double> MultiTokenPrediction::take_mean_losses() {
+  std::vector<double> out(depth_, 0.0);
+  for (int k = 0; k < depth_ && calls_ > 0; ++k) out[k] = sums_[k] / calls_;
+  sums_.assign(depth_, 0.0);
+  calls_ = 0;
+  return out;
+}
+
+std::vector<std::string> MultiTokenPrediction::metric_names(int depth) {
+  std::vector<std::string> names;
+  for (int k = 1; k <= depth; ++k) names.push_back("mtp_loss_" + std::to_string(k));
+  return names;
 }
 
 }  // namespace hp::model

@@ -20,6 +20,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/transformer_config.hpp"
@@ -54,6 +55,11 @@ class MultiTokenPrediction : public torch::nn::Module {
   Losses losses(const torch::Tensor& h, const torch::Tensor& target, const Fn& embed, const Fn& head);
 
   int depth() const { return depth_; }
+  // Each depth's loss averaged over the losses() calls since the last take
+  // (the micro-batches of a step), then reset.
+  std::vector<double> take_mean_losses();
+  // "mtp_loss_1", ... : the names of those values.
+  static std::vector<std::string> metric_names(int depth);
 
  private:
   struct Depth {
@@ -66,6 +72,8 @@ class MultiTokenPrediction : public torch::nn::Module {
   int depth_;
   double loss_scaling_;
   std::vector<Depth> depths_;
+  std::vector<double> sums_;
+  int calls_ = 0;
 };
 
 // Adds `loss`'s gradient, times `scale`, to `output`'s backward; returns a

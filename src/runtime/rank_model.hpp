@@ -53,6 +53,12 @@ struct RankModel {
   std::function<TensorSpec(int stage, int micro)> output_spec;
   // MPipe Transpose with T >= 1 only, on every rank.
   std::shared_ptr<Preprocess> preprocess;
+  // Optional model-specific values of the latest step (MTP losses, say) for
+  // the training loop to report; the runtime does not use them. Every rank
+  // lists the same names; `metrics` (may be empty) returns one value per name,
+  // 0 for those this rank does not compute, so a sum over ranks is the value.
+  std::vector<std::string> metric_names;
+  std::function<std::vector<double>()> metrics;
 };
 
 }  // namespace hp::runtime

@@ -98,7 +98,11 @@ void validate_checkpoint_shape(const std::string& load, const Task& task) {
 TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
   o.validate(task);
   const int rank = pg ? pg->rank() : 0;
-  runtime::Pipeline pipeline(o.pipeline, rank, pg, task.build(o.pipeline.schedule, rank));
+  runtime::RankModel model = task.build(o.pipeline.schedule, rank);
+  // The model's own step values (MTP losses): one slot each in the counters' all-reduce.
+  const std::vector<std::string> model_metric_names = model.metric_names;
+  const auto model_metrics = model.metrics;
+  runtime::Pipeline pipeline(o.pipeline, rank, pg, std::move(model));
   const std::vector<int> input_micros = pipeline.input_micros();
   const bool targets = pipeline.reads_targets();
   const int micro_batches = o.pipeline.schedule.micro_batches;
@@ -163,16 +167,20 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     adam.step(lr);
     adam.zero_grad();
     pipeline.zero_grad();  // also the MPipe replicas, which the optimizer does not hold
-    double bytes_sent = 0, bytes_received = 0;
+    // Traffic and the model's values, summed over ranks in one all-reduce.
+    const comm::CommCounters after = pg ? pg->counters() : comm::CommCounters{};
+    std::vector<double> sums = {static_cast<double>(after.bytes_sent - before.bytes_sent),
+                                static_cast<double>(after.bytes_received - before.bytes_received)};
+    std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
+    mine.resize(model_metric_names.size(), 0.0);
+    sums.insert(sums.end(), mine.begin(), mine.end());
     if (pg && pg->world_size() > 1) {
-      const comm::CommCounters after = pg->counters();
-      at::Tensor t = at::tensor({static_cast<double>(after.bytes_sent - before.bytes_sent),
-                                 static_cast<double>(after.bytes_received - before.bytes_received)},
-                                at::kDouble);
+      at::Tensor t = at::tensor(sums, at::kDouble);
       pg->all_reduce(t);
-      bytes_sent = t[0].item<double>();
-      bytes_received = t[1].item<double>();
+      sums.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     }
+    const double bytes_sent = pg && pg->world_size() > 1 ? sums[0] : 0.0;
+    const double bytes_received = pg && pg->world_size() > 1 ? sums[1] : 0.0;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     result.losses.push_back(loss);
     if (rank == 0) {
@@ -189,6 +197,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         m.extra["bytes_broadcast"] = static_cast<double>(bytes_broadcast);
         m.extra["bytes_sent"] = bytes_sent;
         m.extra["bytes_received"] = bytes_received;
+        for (size_t i = 0; i < model_metric_names.size(); ++i) m.extra[model_metric_names[i]] = sums[2 + i];
         metrics->write(m);
       }
     }

@@ -107,6 +107,9 @@ TEST(TrainDist, HybridMhcRecipesTrainSaveAndResumeUnderAnotherLayout) {
     ASSERT_EQ(full.size(), 4u);
     const auto first = train(r.pipelined + " --steps 2 --save " + dir + "/" + r.name + hybrid, dir + "/" + r.name + "_a.jsonl");
     expect_same_curve(first, std::vector<std::pair<long, double>>(full.begin(), full.begin() + 2));
+    // The metrics carry each MTP depth's loss next to the main loss.
+    const auto lines = run_command("cat " + dir + "/" + r.name + "_a.jsonl").output;
+    EXPECT_NE(lines.find("\"mtp_loss_1\":5."), std::string::npos) << lines;
     expect_same_curve(train("--nproc 1 --schedule no-pipelining --steps 4 --load " + dir + "/" + r.name + " " + pattern + hybrid,
                             dir + "/" + r.name + "_b.jsonl"),
                       std::vector<std::pair<long, double>>(full.begin() + 2, full.end()));
