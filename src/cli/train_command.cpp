@@ -68,6 +68,7 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
     return std::make_unique<train::GptTask>(train::GptTaskOptions{m, counts, data});
   }
   if (a.model_name == "hybrid") {
+    if (m.tie_embeddings) throw std::invalid_argument("--tie-embeddings: the Hybrid model keeps its own LM head");
     if (!counts.empty())
       throw std::invalid_argument("--layers-per-stage: a Hybrid model's stages are the | segments of --hybrid-pattern");
     m.max_seq_len = data.seq_len;

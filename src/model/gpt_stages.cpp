@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/gpt.hpp"
+#include "model/layers.hpp"
 #include "model/lm_loss.hpp"
 #include "model/mtp.hpp"
 #include "model/preprocess.hpp"
@@ -29,6 +30,11 @@ runtime::PipelineStage chunk_stage(std::shared_ptr<GPTChunk> chunk) {
 }
 
 }  // namespace
+
+std::vector<std::string> gpt_tied_parameters(const TransformerConfig& config) {
+  if (config.tie_embeddings || config.mtp_num_layers > 0) return {"embedding.word.weight"};
+  return {};
+}
 
 void add_mtp_metrics(runtime::RankModel& m, int depth, std::shared_ptr<MultiTokenPrediction> mtp) {
   m.metric_names = MultiTokenPrediction::metric_names(depth);
@@ -81,11 +87,10 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
   }
   if (cfg.mtp_num_layers > 0) add_mtp_metrics(m, cfg.mtp_num_layers, chunks.back()->mtp());
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
-  // Both the tied head and MTP's token embeddings use the last stage's copy of stage 0's.
-  if (cfg.tie_embeddings || cfg.mtp_num_layers > 0) m.tied_parameters = {"embedding.word.weight"};
+  m.tied_parameters = gpt_tied_parameters(cfg);
   if (o.micro_batch_rows > 0 && o.seq_len > 0) {
     const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, cfg.residual_width()};
-    const auto dtype = cfg.dtype == DType::Float64 ? at::kDouble : at::kFloat;
+    const auto dtype = to_scalar_type(cfg.dtype);
     m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
   }
   return m;

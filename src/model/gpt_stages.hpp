@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/partition.hpp"
@@ -45,6 +46,10 @@ void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions
 runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout, int rank);
 
 class MultiTokenPrediction;
+
+// The GPT's parameters held by two stages: the word embedding, which the last
+// stage also holds for a tied head or for MTP's token embeddings.
+std::vector<std::string> gpt_tied_parameters(const TransformerConfig& config);
 
 // Reports the MTP depths' mean losses of a step as the RankModel's metrics
 // (mtp_loss_1, ...); mtp is the final stage's module, null on other ranks.

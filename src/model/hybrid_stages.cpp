@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "model/gpt_stages.hpp"
+#include "model/layers.hpp"
 #include "model/lm_loss.hpp"
 #include "model/mtp.hpp"
 
@@ -55,7 +56,7 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
   if (pattern.mtp_depth > 0) add_mtp_metrics(m, pattern.mtp_depth, mtp);
   if (o.micro_batch_rows > 0 && o.seq_len > 0) {
     const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, config.base.residual_width()};
-    const auto dtype = config.base.dtype == DType::Float64 ? at::kDouble : at::kFloat;
+    const auto dtype = to_scalar_type(config.base.dtype);
     m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
   }
   return m;

@@ -5,6 +5,8 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
+#include <stdexcept>
+
 namespace hp::model {
 namespace {
 
@@ -12,10 +14,15 @@ struct RecomputeBackward : public torch::autograd::Node {
   RecomputeFn fn;
   std::vector<at::Tensor> inputs;  // detached: the values, not the graph
   std::vector<bool> needs_grad;
+  std::vector<std::uint32_t> versions;  // of the inputs at the forward
 
   std::string name() const override { return "RecomputeBackward"; }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    if (!fn) throw std::logic_error("recompute_in_backward: a second backward through the same recompute");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i]._version() != versions[i])
+        throw std::logic_error("recompute_in_backward: an input was modified in place after the forward");
     std::vector<at::Tensor> leaves;
     for (size_t i = 0; i < inputs.size(); ++i) leaves.push_back(inputs[i].detach().requires_grad_(needs_grad[i]));
     std::vector<at::Tensor> outs;
@@ -52,6 +59,7 @@ std::vector<at::Tensor> recompute_in_backward(const RecomputeFn& fn, const std::
   for (const auto& x : inputs) {
     node->inputs.push_back(x.detach());
     node->needs_grad.push_back(x.requires_grad());
+    node->versions.push_back(x._version());
   }
   node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
   for (auto& o : outs) torch::autograd::set_history(o, node);

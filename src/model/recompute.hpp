@@ -7,8 +7,9 @@
 //
 // Contract: fn is a deterministic function of its inputs and the parameters
 // it captures (the same values in forward and in the recompute); the inputs
-// must not change in place before the backward; outputs are floating point.
-// One backward per call (the saved inputs are released by it).
+// must not change in place before the backward (checked); outputs are
+// floating point, new tensors (not an input or a view of one). One backward
+// per call (the saved inputs are released by it; a second one throws).
 #pragma once
 
 #include <ATen/core/Tensor.h>

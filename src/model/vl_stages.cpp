@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/gpt.hpp"
+#include "model/layers.hpp"
 #include "model/lm_loss.hpp"
 #include "model/vision.hpp"
 #include "schedule/generate.hpp"
@@ -71,13 +72,14 @@ runtime::RankModel build_vl_stages(const VLStagesOptions& o, const schedule::Sch
     }
     m.stages.push_back(std::move(s));
   }
+  m.tied_parameters = gpt_tied_parameters(text);
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) {
     const int64_t n = labels.size(1);
     return lm_loss(logits.size(1) == n ? logits : logits.narrow(1, logits.size(1) - n, n), labels);
   };
   if (rows > 0 && seq > 0) {
     const std::vector<std::int64_t> shape{rows, prefix + seq, text.residual_width()};
-    const auto dtype = text.dtype == DType::Float64 ? at::kDouble : at::kFloat;
+    const auto dtype = to_scalar_type(text.dtype);
     m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
   }
   return m;

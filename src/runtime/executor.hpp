@@ -7,7 +7,11 @@
 //
 // Communication is asynchronous: a send is posted and waited at the end of
 // the step (run() drains every send before it returns); a receive is posted
-// where the list has it and waited where its data is consumed. Within a run of
+// where the list has it and waited where its data is consumed, except a
+// receive that carries a meta message (the first step's shape learning,
+// variable_seq_len), which waits for the meta where it is posted, as a
+// blocking rendezvous would (validate() proves the lists free of deadlock
+// under one). Within a run of
 // consecutive communication actions every send is posted before any receive
 // (forward messages before backward ones), so a schedule that validate()
 // accepts cannot deadlock here.

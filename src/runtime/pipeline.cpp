@@ -99,6 +99,9 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
     if (!tied.count(name))
       throw std::invalid_argument("parameter " + name + " is held twice on rank " + str(rank) +
                                   "; declare it in RankModel::tied_parameters if the copies are tied");
+    if (!p.sizes().equals(it->second.sizes()) || p.scalar_type() != it->second.scalar_type())
+      throw std::invalid_argument("the copies of tied parameter " + name + " on rank " + str(rank) +
+                                  " differ in shape or dtype");
     // One rank, several copies: share storage, so one optimizer update moves all.
     p.set_data(it->second.data());
   }

@@ -36,7 +36,8 @@ struct PipelineStage {
   // stage's output as a leaf that collects its gradient; `micro` is this
   // rank's view of the micro-batch (its fields may be undefined on ranks that
   // do not read them). The output must not be `input` or a view of it (an
-  // empty stage returns a graph-connected copy), so that a sent output can be
+  // empty stage returns a graph-connected copy), and its own backward must not
+  // need it (a final add or clone, not a tanh), so that a sent output can be
   // pseudo-deallocated. The last stage's output goes to the loss.
   std::function<at::Tensor(const at::Tensor& input, const MicroBatch& micro)> forward;
   // Every parameter the forward uses, by global name. A name held by several

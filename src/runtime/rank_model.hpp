@@ -49,7 +49,8 @@ struct RankModel {
   // Optional: stage s's output shape and dtype for micro m (what a receiver
   // allocates). Empty: the runtime learns every shape with a meta message on
   // the first step and checks later steps against it (shapes that change
-  // from step to step need ExecutorOptions::variable_seq_len).
+  // from step to step need ExecutorOptions::variable_seq_len). Every rank
+  // gives it or none does: it decides the message protocol.
   std::function<TensorSpec(int stage, int micro)> output_spec;
   // MPipe Transpose with T >= 1 only, on every rank.
   std::shared_ptr<Preprocess> preprocess;

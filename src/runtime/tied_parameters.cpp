@@ -19,7 +19,7 @@ std::int64_t hash_names(const std::vector<std::string>& names) {
       h *= 1099511628211ull;
     }
   }
-  return static_cast<std::int64_t>(h >> 1);  // non-negative: a sum of one entry per column
+  return static_cast<std::int64_t>(h >> 1);  // non-negative: one entry per column, summed
 }
 
 }  // namespace
@@ -43,22 +43,26 @@ TiedParameters::TiedParameters(std::vector<std::string> names, const NamedTensor
   }
   const int world = pg_ ? pg_->world_size() : 1;
   const auto n = static_cast<std::int64_t>(entries_.size());
-  // Rows [0, n): holds the name; [n, 2n): its size there; 2n: the names' hash.
-  at::Tensor info = at::zeros({2 * n + 1, world}, at::kLong);
+  // The declared names first, in a table of the same size on every rank.
+  at::Tensor declared = at::zeros({2, world}, at::kLong);
+  declared[0][rank_] = n;
+  declared[1][rank_] = hash_names(names);
+  if (pg_ && world > 1) pg_->all_reduce(declared);
+  std::string differ;
+  for (int r = 0; r < world; ++r)
+    if (declared[0][r].item<std::int64_t>() != n || declared[1][r].item<std::int64_t>() != hash_names(names))
+      differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  if (!differ.empty())
+    throw std::invalid_argument("rank " + std::to_string(rank_) + ": rank(s) " + differ +
+                                " declare other tied parameters; every rank must pass the same tied_parameters");
+  // Rows [0, n): holds the name; [n, 2n): its size there.
+  at::Tensor info = at::zeros({2 * n, world}, at::kLong);
   for (std::int64_t i = 0; i < n; ++i) {
     if (entries_[i].copies.empty()) continue;
     info[i][rank_] = 1;
     info[n + i][rank_] = entries_[i].copies.front().numel();
   }
-  info[2 * n][rank_] = hash_names(names);
-  if (pg_ && world > 1) pg_->all_reduce(info);
-  std::string differ;
-  for (int r = 0; r < world; ++r)
-    if (info[2 * n][r].item<std::int64_t>() != info[2 * n][rank_].item<std::int64_t>())
-      differ += (differ.empty() ? "" : ", ") + std::to_string(r);
-  if (!differ.empty())
-    throw std::invalid_argument("rank " + std::to_string(rank_) + ": rank(s) " + differ +
-                                " declare other tied parameters; every rank must pass the same tied_parameters");
+  if (pg_ && world > 1 && n > 0) pg_->all_reduce(info);
   for (std::int64_t i = 0; i < n; ++i) {
     Entry& e = entries_[i];
     for (int r = 0; r < world; ++r) {
@@ -120,12 +124,6 @@ std::vector<std::string> TiedParameters::duplicate_names() const {
   for (const auto& e : entries_)
     if (!e.copies.empty() && e.holders.front() != rank_) out.push_back(e.name);
   return out;
-}
-
-std::vector<int> TiedParameters::holders(const std::string& name) const {
-  for (const auto& e : entries_)
-    if (e.name == name) return e.holders;
-  return {};
 }
 
 }  // namespace hp::runtime

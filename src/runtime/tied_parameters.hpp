@@ -41,8 +41,6 @@ class TiedParameters {
   void reduce_grads();
   // Tied names this rank holds whose holder of record is another rank.
   std::vector<std::string> duplicate_names() const;
-  // Ranks holding `name`, ascending (empty for an undeclared name).
-  std::vector<int> holders(const std::string& name) const;
 
  private:
   struct Entry {

@@ -83,9 +83,6 @@ struct LoadedCheckpoint {
 // [..] in this model" for a shape mismatch.
 LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& needed);
 
-// load_checkpoint(path, params); then, when optimizer is not null, loads its state (which
-// validates it); then copies the values into the live params in place (under no-grad). Nothing
-// is modified when a check fails. Returns the loaded checkpoint.
 // What meta.json says of a checkpoint, without reading a tensor (hyperpipe
 // checkpoint ls): every parameter by global name, with its shape, dtype, the
 // shard that holds it and whether it has optimizer state. Throws
@@ -106,6 +103,9 @@ struct CheckpointInfo {
 };
 CheckpointInfo read_checkpoint_info(const std::string& path);
 
+// load_checkpoint(path, params); then, when optimizer is not null, loads its state (which
+// validates it); then copies the values into the live params in place (under no-grad). Nothing
+// is modified when a check fails. Returns the loaded checkpoint.
 LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer);
 
 }  // namespace hp::train

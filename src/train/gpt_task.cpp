@@ -18,7 +18,7 @@ model::GPTStagesOptions GptTask::stages() const {
 }
 
 void GptTask::validate(const schedule::ScheduleOptions& layout) const {
-  data_.validate(options_.model.vocab_size, options_.model.max_seq_len);
+  data_.validate(options_.model.vocab_size, options_.model.max_seq_len, options_.model.mtp_num_layers);
   model::check_gpt_layout(stages(), layout);
 }
 

@@ -17,7 +17,8 @@ model::HybridStagesOptions HybridTask::stages() const {
 }
 
 void HybridTask::validate(const schedule::ScheduleOptions& layout) const {
-  data_.validate(options_.model.base.vocab_size, options_.model.base.max_seq_len);
+  data_.validate(options_.model.base.vocab_size, options_.model.base.max_seq_len,
+                 model::HybridPattern::parse(options_.model.pattern).mtp_depth);
   model::check_hybrid_layout(stages(), layout);
 }
 

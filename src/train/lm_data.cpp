@@ -15,7 +15,7 @@ LmData::LmData(LmDataOptions options) : options_(std::move(options)), source_(da
 
 LmData::~LmData() = default;
 
-void LmData::validate(int vocab, int positions) const {
+void LmData::validate(int vocab, int positions, int mtp_depth) const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
   const auto& o = options_;
   if (o.micro_batch_size < 1) fail("--micro-batch-size must be >= 1, got " + std::to_string(o.micro_batch_size));
@@ -23,6 +23,9 @@ void LmData::validate(int vocab, int positions) const {
   if (o.seq_len > positions)
     fail("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's position table (" +
          std::to_string(positions) + ")");
+  if (o.seq_len <= mtp_depth)
+    fail("--seq-len " + std::to_string(o.seq_len) + " leaves no position for multi-token prediction " +
+         std::to_string(mtp_depth) + " tokens ahead; use a --seq-len above " + std::to_string(mtp_depth));
   if (source_->vocab_size() > vocab)
     fail("--data " + o.data + " has token ids up to " + std::to_string(source_->vocab_size() - 1) +
          " but --vocab is " + std::to_string(vocab));

@@ -30,9 +30,10 @@ class LmData {
   explicit LmData(LmDataOptions options);
   ~LmData();
 
-  // Against a model of `vocab` tokens and `positions` positions; throws
+  // Against a model of `vocab` tokens and `positions` positions whose
+  // multi-token prediction looks `mtp_depth` tokens further; throws
   // std::invalid_argument naming the flag.
-  void validate(int vocab, int positions) const;
+  void validate(int vocab, int positions, int mtp_depth = 0) const;
   // Only what the rank reads is kept (train::keep_what_is_read).
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets, std::uint64_t seed) const;

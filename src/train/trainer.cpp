@@ -81,16 +81,11 @@ void TrainOptions::validate(const Task& task) const {
 namespace {
 
 void validate_checkpoint_shape(const std::string& load, const Task& task) {
-  auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
-  {
-    const std::string dir = resolve_checkpoint(load);
-    std::ifstream in(dir + "/meta.json");
-    const auto meta = nlohmann::json::parse(in, nullptr, false);
-    const std::string saved = meta.is_object() && meta.contains("metadata") ? meta["metadata"].dump() : "";
-    const std::string mine = task.checkpoint_metadata();
-    if (!saved.empty() && nlohmann::json::parse(saved) != nlohmann::json::parse(mine))
-      fail("--load " + load + ": the checkpoint is of a model " + saved + " but this run builds " + mine);
-  }
+  const std::string saved = read_checkpoint_info(load).metadata_json;
+  const std::string mine = task.checkpoint_metadata();
+  if (!saved.empty() && nlohmann::json::parse(saved) != nlohmann::json::parse(mine))
+    throw std::invalid_argument("--load " + load + ": the checkpoint is of a model " + saved + " but this run builds " +
+                                mine);
 }
 
 }  // namespace
@@ -154,12 +149,14 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       tokens += r.tokens;
       bytes_broadcast += r.bytes_broadcast;
     }
+    // Tied copies first: the reduce writes the total into every copy, which
+    // the division then scales once.
+    pipeline.reduce_tied_grads();
     if (o.grad_accum > 1) {
       at::NoGradGuard guard;
       for (auto& [name, p] : params)
         if (p.grad().defined()) p.mutable_grad().div_(o.grad_accum);
     }
-    pipeline.reduce_tied_grads();
     GradClipOptions clip;
     clip.max_norm = o.clip_grad;
     const double norm = clip_grad_norm(params, clip, all_reduce_sum, duplicates);

@@ -40,6 +40,19 @@ TEST(TrainDist, PipelinedAndUnpipelinedAdamWCurvesAgree) {
   expect_same_curve(train("--nproc 2 --schedule gpipe --vpp 1 --steps 4", dir + "/gpipe.jsonl"), ref);
 }
 
+// Tied copies on one rank (interleaved v 2 on a single rank) and on two ranks
+// (a VL model's text body), with gradient accumulation: the same curve as the
+// unsplit model, so the tied sum and the accumulation's scaling compose.
+TEST(TrainDist, TiedEmbeddingsWithAccumulationFollowTheUnsplitCurve) {
+  const std::string dir = fresh_dir("tied");
+  const std::string common = " --steps 3 --tie-embeddings --grad-accum 2";
+  const auto ref = train("--nproc 1 --schedule no-pipelining" + common, dir + "/ref.jsonl");
+  expect_same_curve(train("--nproc 1 --schedule interleaved --vpp 2 --mb 4" + common, dir + "/one.jsonl"), ref);
+  const std::string vl = " --model vl --vision-layers 1 --vocab 17 --image-size 8 --layers 2" + common;
+  const auto vl_ref = train("--nproc 1 --schedule no-pipelining" + vl, dir + "/vl_ref.jsonl");
+  expect_same_curve(train("--nproc 2 --schedule 1f1b" + vl, dir + "/vl_pp2.jsonl"), vl_ref);
+}
+
 TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
   const std::string dir = fresh_dir("ckpt");
   const auto full = train("--nproc 4 --schedule 1f1b --vpp 1 --steps 6 --tie-embeddings", dir + "/full.jsonl");
