@@ -36,8 +36,6 @@ TensorSpec GPTPreprocess::output_spec(std::int64_t rows, std::int64_t seq) const
   return {{rows, seq, chunk_->config().residual_width()}, chunk_->activation_dtype()};
 }
 
-std::vector<std::string> GPTPreprocess::tied_parameter_names() const { return chunk_->tied_parameter_names(); }
-
 std::shared_ptr<runtime::Preprocess> runtime_preprocess(std::shared_ptr<Preprocess> module, std::int64_t rows,
                                                         std::int64_t seq) {
   auto out = std::make_shared<runtime::Preprocess>();

@@ -38,9 +38,6 @@ class Preprocess {
   // `seq` text tokens each (the receiver allocates its buffers from these).
   virtual TensorSpec input_spec(std::int64_t rows, std::int64_t seq) const = 0;
   virtual TensorSpec output_spec(std::int64_t rows, std::int64_t seq) const = 0;
-  // Names of parameters whose copy elsewhere must get the same gradient sum
-  // (a tied word embedding: the LM head on the last stage holds the other copy).
-  virtual std::vector<std::string> tied_parameter_names() const { return {}; }
 };
 
 // The preprocess as the runtime takes it (runtime::Preprocess): it shares the
@@ -61,7 +58,6 @@ class GPTPreprocess : public Preprocess {
   std::vector<std::pair<std::string, at::Tensor>> named_parameters() const override;
   TensorSpec input_spec(std::int64_t rows, std::int64_t seq) const override;
   TensorSpec output_spec(std::int64_t rows, std::int64_t seq) const override;
-  std::vector<std::string> tied_parameter_names() const override;
   const std::shared_ptr<GPTChunk>& chunk() const { return chunk_; }
 
  private:

@@ -37,7 +37,7 @@ int batch_order(ActionType t) {
     case ActionType::MPIPE_GRAPH_RECV: return 7;
     case ActionType::RECV_B: return 8;
     case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return 9;
-    default: return 10;  // collectives keep their place after the batch's p2p
+    default: return 10;  // not reached: a batch holds point-to-point actions only
   }
 }
 
