@@ -159,7 +159,8 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
 void add_bench_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Step time of schedules side by side, measured and simulated");
-  cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages; default 4)");
+  auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages; default 4)");
+
   cmd->add_option("--schedules", a->schedules, "comma-separated schedules")->capture_default_str();
   cmd->add_option("--vpp", a->vpp, "chunks per rank for interleaved")->capture_default_str();
   cmd->add_option("--mb", a->mb, "micro-batches per step")->capture_default_str();
@@ -170,8 +171,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
   cmd->add_option("--steps", a->steps, "timed steps per schedule")->capture_default_str();
   cmd->add_option("--json", a->json, "also write the results as JSON");
-  cmd->callback([a, exit_code] {
+  cmd->callback([a, exit_code, nproc] {
+    a->job.nproc_given = nproc->count() > 0;
     try {
+      if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
       *exit_code = run_job(
           a->job,
           [a](int world) {

@@ -2,7 +2,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "cli/self_args.hpp"
@@ -10,10 +12,19 @@
 
 namespace hp::cli {
 
+void check_job_options(const JobOptions& o) {
+  if (o.nproc < 1 || o.nproc > 1024)
+    throw std::invalid_argument("--nproc must be a number of local ranks in 1..1024, got " + std::to_string(o.nproc));
+  if (!std::isfinite(o.timeout_s) || o.timeout_s <= 0 || o.timeout_s > 7 * 24 * 3600.0)
+    throw std::invalid_argument("--timeout must be a number of seconds in (0, 604800], got " +
+                                std::to_string(o.timeout_s));
+}
+
 int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
             const std::function<int(comm::ProcessGroup* pg)>& rank_main) {
+  check_job_options(o);
   if (!comm::has_environment()) {
-    const int nproc = o.nproc > 0 ? o.nproc : 4;
+    const int nproc = o.nproc;
     validate(nproc);
     launch::LaunchOptions lo;
     lo.nproc = nproc;
@@ -21,7 +32,7 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
     return launch::launch_local(lo);
   }
   const comm::DistEnv env = comm::DistEnv::from_environment();
-  if (o.nproc > 0 && o.nproc != env.world_size)
+  if (o.nproc_given && o.nproc != env.world_size)
     throw std::invalid_argument("--nproc " + std::to_string(o.nproc) + " disagrees with WORLD_SIZE=" +
                                 std::to_string(env.world_size));
   validate(env.world_size);

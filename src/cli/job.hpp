@@ -12,9 +12,14 @@
 namespace hp::cli {
 
 struct JobOptions {
-  int nproc = 0;            // local ranks when not already a rank (0: 4); as a rank, must equal WORLD_SIZE if set
-  double timeout_s = 300;   // every collective and P2P operation
+  int nproc = 4;             // --nproc: local ranks when not already a rank
+  bool nproc_given = false;  // as a rank, a given --nproc must equal WORLD_SIZE
+  double timeout_s = 300;    // --timeout: every collective and P2P operation
 };
+
+// --nproc in [1, 1024] and --timeout a number of seconds in (0, 7 days];
+// throws std::invalid_argument naming the flag. run_job checks it first.
+void check_job_options(const JobOptions& o);
 
 // validate(world) runs before anything starts (in the launcher, and again in
 // each rank before its process group exists); rank_main runs in each rank

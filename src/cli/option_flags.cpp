@@ -61,9 +61,24 @@ std::string with_flags(std::string message, const FlagNames& flags) {
   return message;
 }
 
+// The simulator's CostModel.
+const FlagNames kCostFlags = {{"costs.f", "--cost-f"},
+                              {"costs.b", "--cost-b"},
+                              {"costs.pre_f", "--cost-pre-f"},
+                              {"costs.pre_b", "--cost-pre-b"},
+                              {"costs.recompute", "--cost-recompute"},
+                              {"costs.broadcast_bytes", "--broadcast-bytes"},
+                              {"costs.broadcast_bw", "--broadcast-bw"},
+                              {"costs.p2p_latency", "--p2p-latency"},
+                              {"costs.p2p_bw", "--p2p-bw"},
+                              {"costs.activation_bytes", "--activation-bytes"},
+                              {"costs.preprocess_input_bytes", "--input-bytes"},
+                              {"costs.per_stage", "--stage-cost"}};
+
 const FlagNames& plan_flags() {
   static const FlagNames f = [] {
     FlagNames f = schedule_flags("--pp", "--frozen-preprocess");
+    f.insert(f.end(), kCostFlags.begin(), kCostFlags.end());
     longest_first(f);
     return f;
   }();

@@ -118,8 +118,14 @@ Job resolve(const TrainArgs& a, int world) {
     std::string rank, step;
     if (!std::getline(in, rank, ':') || !std::getline(in, step, ':') || !std::getline(in, o.fault.kind))
       throw std::invalid_argument("--inject-fault '" + a.fault + "': expected RANK:STEP:exit|hang");
-    o.fault.rank = std::stoi(rank);
-    o.fault.step = std::stoll(step);
+    try {
+      size_t used_rank = 0, used_step = 0;
+      o.fault.rank = std::stoi(rank, &used_rank);
+      o.fault.step = std::stoll(step, &used_step);
+      if (used_rank != rank.size() || used_step != step.size()) throw std::invalid_argument(a.fault);
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--inject-fault '" + a.fault + "': RANK and STEP must be integers (RANK:STEP:exit|hang)");
+    }
   }
   job.task = make_task(a, *dtype);
   o.validate(*job.task);
@@ -147,7 +153,8 @@ void add_train_command(CLI::App& app, int* exit_code) {
   auto& s = t.pipeline.schedule;
   auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
-  cmd->add_option("--nproc", a->job.nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
+  auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
+
   cmd->add_option("--schedule", a->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")->capture_default_str();
   a->vpp_flag = cmd->add_option("--vpp", s.vpp, "model chunks per rank (default: 1, or 2 for interleaved and mpipe)");
   cmd->add_option("--mb", s.micro_batches, "micro-batches per step")->capture_default_str();
@@ -210,8 +217,9 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
   cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang makes that rank fail at that step");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
-  cmd->callback([a, exit_code] {
+  cmd->callback([a, exit_code, nproc] {
     const bool as_rank = comm::has_environment();
+    a->job.nproc_given = nproc->count() > 0;
     try {
       *exit_code = run_job(
           a->job, [a](int world) { resolve(*a, world); },

@@ -1,5 +1,7 @@
 #include "schedule/simulate.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -292,6 +294,32 @@ class Simulator {
 
 }  // namespace
 
-SimulationReport simulate(const Schedule& s, const CostModel& costs) { return Simulator(s, costs).run(); }
+void CostModel::validate() const {
+  auto check = [](const std::string& name, double v, bool any_sign) {
+    if (!std::isfinite(v) || (!any_sign && v < 0))
+      throw std::invalid_argument("costs." + name + " must be a finite number" + (any_sign ? "" : " >= 0") +
+                                  ", got " + std::to_string(v));
+  };
+  check("f", f, false);
+  check("b", b, false);
+  check("pre_f", pre_f, false);
+  check("pre_b", pre_b, false);
+  check("recompute", recompute, true);
+  check("broadcast_bytes", broadcast_bytes, false);
+  check("broadcast_bw", broadcast_bw, false);
+  check("p2p_latency", p2p_latency, false);
+  check("p2p_bw", p2p_bw, false);
+  check("activation_bytes", activation_bytes, false);
+  check("preprocess_input_bytes", preprocess_input_bytes, false);
+  for (const auto& [stage, c] : per_stage) {
+    check("per_stage[" + std::to_string(stage) + "].f", c.f, false);
+    check("per_stage[" + std::to_string(stage) + "].b", c.b, false);
+  }
+}
+
+SimulationReport simulate(const Schedule& s, const CostModel& costs) {
+  costs.validate();
+  return Simulator(s, costs).run();
+}
 
 }  // namespace hp::schedule

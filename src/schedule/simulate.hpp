@@ -35,6 +35,9 @@ struct CostModel {
   double preprocess_input_bytes = 0.0;  // MPIPE_GRAPH_SEND message
 
   StageCost stage(int s) const;
+  // Every cost finite and >= 0 (recompute: any finite value; < 0 means pre_f).
+  // Throws std::invalid_argument naming the field (costs.f, costs.p2p_bw, ...).
+  void validate() const;
 };
 
 struct TimedAction {
@@ -58,6 +61,7 @@ struct SimulationReport {
 
 // Throws std::invalid_argument when the schedule cannot run (call validate first
 // for a precise message).
+// Validates the costs first (CostModel::validate).
 SimulationReport simulate(const Schedule& s, const CostModel& costs);
 
 }  // namespace hp::schedule

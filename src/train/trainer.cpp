@@ -68,6 +68,7 @@ void TrainOptions::validate(const Task& task) const {
   if (steps < 1) fail("--steps must be >= 1, got " + std::to_string(steps));
   if (clip_grad < 0) fail("--clip-grad must be >= 0, got " + std::to_string(clip_grad));
   if (save_interval < 0) fail("--save-interval must be >= 0");
+  if (log_interval < 1) fail("--log-interval must be >= 1, got " + std::to_string(log_interval));
   if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang")
     fail("--inject-fault: the kind must be exit or hang, got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("--save-interval needs --save DIR");

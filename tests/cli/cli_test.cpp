@@ -114,6 +114,17 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --model hybrid --mhc --nproc 2 --schedule interleaved --hybrid-pattern 'M*|E|-|/-'",
                "standalone MTP stage");
   expect_error("train --mhc --mhc-streams 0", "--mhc-streams must be >= 1");
+  // Sizes and numbers that used to run silently or fail late.
+  expect_error("train --nproc 0", "--nproc must be a number of local ranks in 1..1024, got 0");
+  expect_error("train --nproc -2", "--nproc must be a number of local ranks in 1..1024, got -2");
+  for (const char* t : {"0", "-1", "nan", "inf", "1e12"})
+    expect_error(std::string("train --timeout ") + t, "--timeout must be a number of seconds in (0, 604800]");
+  expect_error("train --log-interval 0", "--log-interval must be >= 1");
+  expect_error("train --inject-fault 1:x:exit", "--inject-fault '1:x:exit': RANK and STEP must be integers");
+  expect_error("bench --steps 0", "--steps must be >= 1");
+  expect_error("bench --nproc 0", "--nproc must be a number of local ranks");
+  expect_error("plan --simulate --cost-f nan", "--cost-f must be a finite number >= 0");
+  expect_error("plan --simulate --p2p-bw -1", "--p2p-bw must be a finite number >= 0");
 }
 
 }  // namespace
