@@ -1,5 +1,6 @@
 #include "cli/config_file.hpp"
 
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <toml++/toml.h>
@@ -20,6 +21,9 @@ std::string scalar(const toml::node& v, const std::string& where) {
 }
 
 void append_file(const std::string& path, std::vector<std::string>& out) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::invalid_argument("--config " + path + ": not a readable file (give a TOML file whose keys are flag names)");
   toml::table table;
   try {
     table = toml::parse_file(path);

@@ -125,6 +125,7 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("bench --nproc 0", "--nproc must be a number of local ranks");
   expect_error("plan --simulate --cost-f nan", "--cost-f must be a finite number >= 0");
   expect_error("plan --simulate --p2p-bw -1", "--p2p-bw must be a finite number >= 0");
+  expect_error("train --config /tmp", "--config /tmp: not a readable file");
 }
 
 }  // namespace
