@@ -9,6 +9,7 @@
 
 #include "model/hyper_connection.hpp"
 #include "model/layers.hpp"
+#include "model/loss_injection.hpp"
 #include "model/mtp.hpp"
 
 namespace hp::model {

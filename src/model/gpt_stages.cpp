@@ -10,18 +10,15 @@
 #include "model/lm_loss.hpp"
 #include "model/mtp.hpp"
 #include "model/preprocess.hpp"
+#include "runtime/module_stage.hpp"
 
 namespace hp::model {
 namespace {
 
-int transposed_layers(const schedule::ScheduleOptions& layout) {
-  return layout.kind == schedule::ScheduleKind::MPipe ? layout.mpipe.transpose_layers : 0;
-}
-
 runtime::PipelineStage chunk_stage(std::shared_ptr<GPTChunk> chunk) {
   runtime::PipelineStage s;
   s.index = chunk->stage();
-  for (const auto& p : chunk->named_parameters()) s.parameters.emplace_back(p.key(), p.value());
+  s.parameters = runtime::parameters_of(*chunk);
   if (chunk->has_mtp())
     s.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch& m) { return chunk->forward_with_target(x, m.target); };
   else
@@ -55,7 +52,7 @@ void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions
         ": a pipelined GPT with mHC cannot run multi-token prediction, because its decoder contracts the residual "
         "before the multi-stream MTP block (as Megatron-LM rejects it); use the Hybrid model, whose MTP sits after "
         "its learned contraction, or schedule.pp 1");
-  const int t = transposed_layers(layout);
+  const int t = layout.transposed_layers();
   if (t < 0) throw std::invalid_argument("schedule.mpipe.transpose_layers must be >= 0, got " + std::to_string(t));
   if (t > 0 && t >= partition.count(0))
     throw std::invalid_argument("schedule.mpipe.transpose_layers must be < " + std::to_string(partition.count(0)) +
@@ -69,7 +66,7 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
   const TransformerConfig& cfg = o.config;
   auto chunks = build_rank_chunks(cfg, partition, rank);
   runtime::RankModel m;
-  const int t = transposed_layers(layout);
+  const int t = layout.transposed_layers();
   if (t > 0) {
     m.preprocess = runtime_preprocess(std::make_shared<GPTPreprocess>(cfg, t), o.micro_batch_rows, o.seq_len);
     if (rank == 0) {
@@ -88,12 +85,14 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
   if (cfg.mtp_num_layers > 0) add_mtp_metrics(m, cfg.mtp_num_layers, chunks.back()->mtp());
   m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
   m.tied_parameters = gpt_tied_parameters(cfg);
-  if (o.micro_batch_rows > 0 && o.seq_len > 0) {
-    const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, cfg.residual_width()};
-    const auto dtype = to_scalar_type(cfg.dtype);
-    m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
-  }
+  if (o.micro_batch_rows > 0 && o.seq_len > 0) m.output_spec = fixed_output_spec(o.micro_batch_rows, o.seq_len, cfg);
   return m;
+}
+
+std::function<runtime::TensorSpec(int, int)> fixed_output_spec(std::int64_t rows, std::int64_t seq,
+                                                               const TransformerConfig& config) {
+  const runtime::TensorSpec spec{{rows, seq, config.residual_width()}, to_scalar_type(config.dtype)};
+  return [spec](int, int) { return spec; };
 }
 
 std::vector<runtime::MicroBatch> lm_micro_batches(const std::vector<at::Tensor>& tokens) {

@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,11 @@ std::vector<std::string> gpt_tied_parameters(const TransformerConfig& config);
 // Reports the MTP depths' mean losses of a step as the RankModel's metrics
 // (mtp_loss_1, ...); mtp is the final stage's module, null on other ranks.
 void add_mtp_metrics(runtime::RankModel& m, int depth, std::shared_ptr<MultiTokenPrediction> mtp);
+
+// Every stage's output [rows, seq, config.residual_width()] in config's dtype,
+// the shapes a model of fixed-size micro-batches gives the runtime.
+std::function<runtime::TensorSpec(int stage, int micro)> fixed_output_spec(std::int64_t rows, std::int64_t seq,
+                                                                           const TransformerConfig& config);
 
 // Token ids [rows, seq + 1] per micro-batch -> input [:, :-1], target [:, 1:].
 std::vector<runtime::MicroBatch> lm_micro_batches(const std::vector<at::Tensor>& tokens);

@@ -8,6 +8,7 @@
 #include "model/gpt.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/layers.hpp"
+#include "model/loss_injection.hpp"
 #include "model/mtp.hpp"
 
 namespace hp::model {
@@ -130,15 +131,12 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
       }
       return layers;
     };
-    auto make_contraction = [&c](int) -> std::shared_ptr<torch::nn::Module> {
-      return std::make_shared<LearnedContraction>(c);
-    };
-    auto contraction_fn = [](const std::shared_ptr<torch::nn::Module>& m) -> MultiTokenPrediction::Fn {
-      auto k = std::dynamic_pointer_cast<LearnedContraction>(m);
-      return [k](const torch::Tensor& x) { return k->forward(x); };
+    auto make_contraction = [&c](int) {
+      auto k = std::make_shared<LearnedContraction>(c);
+      return MtpLayer{k, [k](const torch::Tensor& x) { return k->forward(x); }};
     };
     mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(c, pattern.mtp_depth, config.mtp_loss_scaling,
-                                                                         make_layers, make_contraction, contraction_fn));
+                                                                         make_layers, make_contraction));
   }
   at::NoGradGuard no_grad;
   for (auto& item : named_parameters(/*recurse=*/true))
@@ -167,7 +165,6 @@ torch::Tensor HybridChunk::forward(const torch::Tensor& input, const torch::Tens
     if (mtp_) {
       if (!target.defined()) throw std::invalid_argument("the Hybrid model's MTP needs the micro-batch's target");
       auto m = mtp_->losses(hidden, target, [this](const torch::Tensor& ids) { return word_->forward(ids); }, head);
-      mtp_losses_ = m.per_depth;
       x = inject_loss(x, m.total, config_.aux_loss_scale);
     }
   }

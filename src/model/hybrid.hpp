@@ -93,8 +93,6 @@ class HybridChunk : public torch::nn::Module {
   // (an empty middle stage returns a graph-connected copy). The last stage of
   // a pattern with MTP parts needs the micro-batch's target (next tokens).
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& target = {});
-  // The final stage's MTP losses of the latest forward, one per depth.
-  const std::vector<double>& mtp_losses() const { return mtp_losses_; }
   const std::shared_ptr<MultiTokenPrediction>& mtp() const { return mtp_; }
 
  private:
@@ -106,7 +104,6 @@ class HybridChunk : public torch::nn::Module {
   std::shared_ptr<LayerNorm> final_norm_;
   std::shared_ptr<Linear> lm_head_;
   std::shared_ptr<MultiTokenPrediction> mtp_;
-  std::vector<double> mtp_losses_;
 };
 
 // The initial value of a Hybrid parameter by global name (Mamba's own,

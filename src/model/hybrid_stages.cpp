@@ -5,9 +5,9 @@
 #include <stdexcept>
 
 #include "model/gpt_stages.hpp"
-#include "model/layers.hpp"
 #include "model/lm_loss.hpp"
 #include "model/mtp.hpp"
+#include "runtime/module_stage.hpp"
 
 namespace hp::model {
 
@@ -20,7 +20,7 @@ void check_hybrid_layout(const HybridStagesOptions& o, const schedule::ScheduleO
         "model.hybrid_pattern: the final stage's segment is empty, which makes it a standalone MTP stage; with mHC "
         "the MTP block needs the multi-stream decoder result and its contraction on the final post_process chunk, "
         "so give the last segment a decoder layer");
-  if (layout.kind == schedule::ScheduleKind::MPipe && layout.mpipe.transpose_layers > 0)
+  if (layout.transposed_layers() > 0)
     throw std::invalid_argument("schedule.mpipe.transpose_layers " + std::to_string(layout.mpipe.transpose_layers) +
                                 ": MPipe transposes a GPT's or a VL tower's first layers; a Hybrid model takes "
                                 "schedule.mpipe.transpose_layers 0 (the data load only)");
@@ -44,7 +44,7 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
     if (chunk->mtp()) mtp = chunk->mtp();
     runtime::PipelineStage st;
     st.index = s;
-    for (const auto& p : chunk->named_parameters()) st.parameters.emplace_back(p.key(), p.value());
+    st.parameters = runtime::parameters_of(*chunk);
     st.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch& micro) {
       return chunk->forward(x, micro.target);
     };
@@ -54,11 +54,8 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
   // MTP: the final stage's copy of the word embedding is stage 0's.
   if (pattern.mtp_depth > 0 && stages > 1) m.tied_parameters = {"embedding.word.weight"};
   if (pattern.mtp_depth > 0) add_mtp_metrics(m, pattern.mtp_depth, mtp);
-  if (o.micro_batch_rows > 0 && o.seq_len > 0) {
-    const std::vector<std::int64_t> shape{o.micro_batch_rows, o.seq_len, config.base.residual_width()};
-    const auto dtype = to_scalar_type(config.base.dtype);
-    m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
-  }
+  if (o.micro_batch_rows > 0 && o.seq_len > 0)
+    m.output_spec = fixed_output_spec(o.micro_batch_rows, o.seq_len, config.base);
   return m;
 }
 

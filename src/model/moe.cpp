@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "model/layers.hpp"
-#include "model/mtp.hpp"
+#include "model/loss_injection.hpp"
 
 namespace hp::model {
 

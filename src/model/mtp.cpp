@@ -1,7 +1,6 @@
 #include "model/mtp.hpp"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/modules/container/moduledict.h>
 
 #include <stdexcept>
@@ -9,38 +8,13 @@
 #include "model/hyper_connection.hpp"
 #include "model/layers.hpp"
 #include "model/lm_loss.hpp"
+#include "model/loss_injection.hpp"
 
 namespace hp::model {
-namespace {
-
-// Identity on the output; in backward it also starts the loss's gradient
-// (d loss / d loss = scale), so the loss needs no path of its own.
-struct LossInjector : public torch::autograd::Function<LossInjector> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& output,
-                               const torch::Tensor& loss, double scale) {
-    ctx->saved_data["scale"] = scale;
-    ctx->saved_data["dtype"] = static_cast<int64_t>(loss.scalar_type());
-    return output.clone();
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const double scale = ctx->saved_data["scale"].toDouble();
-    const auto dtype = static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt());
-    return {grads[0], at::full({}, scale, at::TensorOptions().dtype(dtype)), torch::Tensor()};
-  }
-};
-
-}  // namespace
-
-torch::Tensor inject_loss(const torch::Tensor& output, const torch::Tensor& loss, double scale) {
-  return LossInjector::apply(output, loss, scale);
-}
-
 MultiTokenPrediction::MultiTokenPrediction(
     const TransformerConfig& config, int depth, double loss_scaling,
     const std::function<std::vector<MtpLayer>(int k)>& make_layers,
-    const std::function<std::shared_ptr<torch::nn::Module>(int k)>& make_contraction,
-    const std::function<Fn(const std::shared_ptr<torch::nn::Module>&)>& contraction_fn)
+    const std::function<MtpLayer(int k)>& make_contraction)
     : config_(config), depth_(depth), loss_scaling_(loss_scaling) {
   if (depth < 1) throw std::invalid_argument("model.mtp_depth must be >= 1, got " + std::to_string(depth));
   const auto dtype = to_scalar_type(config.dtype);
@@ -56,8 +30,9 @@ MultiTokenPrediction::MultiTokenPrediction(
     for (size_t j = 0; j < d.layers.size(); ++j) layers->update({{std::to_string(j), d.layers[j].module}});
     if (config.enable_mhc_connections) {
       if (make_contraction) {
-        auto contraction = m->register_module("final_contraction", make_contraction(k));
-        d.contract = contraction_fn(contraction);
+        MtpLayer contraction = make_contraction(k);
+        m->register_module("final_contraction", contraction.module);
+        d.contract = contraction.forward;
       } else {
         d.contract = [n](const torch::Tensor& x) { return contract_streams_mean(x, n); };
       }

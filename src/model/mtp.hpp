@@ -8,8 +8,8 @@
 // mHC the depth's layers run on n streams: expanded from the projection,
 // contracted by the model's rule (GPT: the mean; Hybrid: a learned contraction).
 // The MTP loss, loss_scaling / D * sum_k loss_k, reaches training through its
-// gradient, injected into the main output's backward with `grad_scale` (as
-// the MoE balance loss: model/moe.hpp).
+// gradient, injected into the main output's backward with `grad_scale`
+// (model/loss_injection.hpp, as the MoE balance loss).
 //
 // Parameters: mtp.<k>.{hidden_norm,token_norm}.{weight,bias}, mtp.<k>.proj.weight
 // [C, 2C], mtp.<k>.layers.<j>.* and, for a learned contraction,
@@ -39,12 +39,12 @@ struct MtpLayer {
 class MultiTokenPrediction : public torch::nn::Module {
  public:
   using Fn = std::function<torch::Tensor(const torch::Tensor&)>;
-  // make_layers(k) builds depth k's layers; contraction (null: the mean) maps
-  // n streams to one and may be a module of the depth (make_contraction(k)).
+  // make_layers(k) builds depth k's layers; with mHC, make_contraction(k)
+  // builds the module that maps its n streams to one (registered as
+  // mtp.<k>.final_contraction); null: the mean over the streams.
   MultiTokenPrediction(const TransformerConfig& config, int depth, double loss_scaling,
                        const std::function<std::vector<MtpLayer>(int k)>& make_layers,
-                       const std::function<std::shared_ptr<torch::nn::Module>(int k)>& make_contraction = nullptr,
-                       const std::function<Fn(const std::shared_ptr<torch::nn::Module>&)>& contraction_fn = nullptr);
+                       const std::function<MtpLayer(int k)>& make_contraction = nullptr);
 
   // The scaled MTP loss of one micro-batch and each depth's loss (for logs).
   // h: [b, S, C]; target: int64 [b, S]; embed: ids -> [.., C]; head: [.., C] -> logits.
@@ -75,9 +75,5 @@ class MultiTokenPrediction : public torch::nn::Module {
   std::vector<double> sums_;
   int calls_ = 0;
 };
-
-// Adds `loss`'s gradient, times `scale`, to `output`'s backward; returns a
-// copy of `output` (model/moe.hpp's load-balancing loss travels the same way).
-torch::Tensor inject_loss(const torch::Tensor& output, const torch::Tensor& loss, double scale);
 
 }  // namespace hp::model

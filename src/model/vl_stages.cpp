@@ -6,20 +6,12 @@
 #include <string>
 
 #include "model/gpt.hpp"
-#include "model/layers.hpp"
 #include "model/lm_loss.hpp"
 #include "model/vision.hpp"
+#include "runtime/module_stage.hpp"
 #include "schedule/generate.hpp"
 
 namespace hp::model {
-namespace {
-
-int transposed_blocks(const schedule::ScheduleOptions& layout) {
-  return layout.kind == schedule::ScheduleKind::MPipe ? layout.mpipe.transpose_layers : 0;
-}
-
-}  // namespace
-
 void check_vl_layout(const VLStagesOptions& o, const schedule::ScheduleOptions& layout) {
   o.text.config.validate();
   o.vision.validate();
@@ -31,7 +23,7 @@ void check_vl_layout(const VLStagesOptions& o, const schedule::ScheduleOptions& 
   if (o.text.config.mtp_num_layers > 0)
     throw std::invalid_argument("model.mtp_num_layers: multi-token prediction needs a language model "
                                 "(--model gpt or hybrid); a VL model's captions follow image patches");
-  const int t = transposed_blocks(layout);
+  const int t = layout.transposed_layers();
   if (t < 0 || t > o.vision.num_layers)
     throw std::invalid_argument("schedule.mpipe.transpose_layers counts vision tower blocks for a VL model: 0 <= T <= "
                                 "vision.num_layers " + std::to_string(o.vision.num_layers) + ", got " +
@@ -47,7 +39,7 @@ runtime::RankModel build_vl_stages(const VLStagesOptions& o, const schedule::Sch
   check_vl_layout(o, layout);
   const TransformerConfig& text = o.text.config;
   const Partition partition = gpt_partition(o.text, layout);
-  const int t = transposed_blocks(layout);
+  const int t = layout.transposed_layers();
   const std::int64_t rows = o.text.micro_batch_rows, seq = o.text.seq_len;
   const std::int64_t prefix = o.vision.num_patches();
   runtime::RankModel m;
@@ -56,7 +48,7 @@ runtime::RankModel build_vl_stages(const VLStagesOptions& o, const schedule::Sch
   for (auto& chunk : build_rank_chunks(text, partition, rank)) {
     runtime::PipelineStage s;
     s.index = chunk->stage();
-    for (const auto& p : chunk->named_parameters()) s.parameters.emplace_back(p.key(), p.value());
+    s.parameters = runtime::parameters_of(*chunk);
     if (chunk->stage() == 0) {
       // The tower blocks stage 0 still runs (none when MPipe transposes them all).
       std::shared_ptr<VisionTower> tower;
@@ -77,11 +69,8 @@ runtime::RankModel build_vl_stages(const VLStagesOptions& o, const schedule::Sch
     const int64_t n = labels.size(1);
     return lm_loss(logits.size(1) == n ? logits : logits.narrow(1, logits.size(1) - n, n), labels);
   };
-  if (rows > 0 && seq > 0) {
-    const std::vector<std::int64_t> shape{rows, prefix + seq, text.residual_width()};
-    const auto dtype = to_scalar_type(text.dtype);
-    m.output_spec = [shape, dtype](int, int) { return runtime::TensorSpec{shape, dtype}; };
-  }
+  // The image patches come first in every text position.
+  if (rows > 0 && seq > 0) m.output_spec = fixed_output_spec(rows, prefix + seq, text);
   return m;
 }
 

@@ -19,12 +19,19 @@
 
 namespace hp::runtime {
 
+// A module's parameters under `prefix + their own name`.
+inline NamedTensors parameters_of(const torch::nn::Module& module, const std::string& prefix = "") {
+  NamedTensors out;
+  for (const auto& p : module.named_parameters()) out.emplace_back(prefix + p.key(), p.value());
+  return out;
+}
+
 template <class M>
 PipelineStage module_stage(int index, std::shared_ptr<M> module, const std::string& prefix = "") {
   PipelineStage s;
   s.index = index;
   s.forward = [module](const at::Tensor& x, const MicroBatch&) -> at::Tensor { return module->forward(x); };
-  for (const auto& p : module->named_parameters()) s.parameters.emplace_back(prefix + p.key(), p.value());
+  s.parameters = parameters_of(*module, prefix);
   return s;
 }
 

@@ -44,13 +44,14 @@ TiedParameters::TiedParameters(std::vector<std::string> names, const NamedTensor
   const int world = pg_ ? pg_->world_size() : 1;
   const auto n = static_cast<std::int64_t>(entries_.size());
   // The declared names first, in a table of the same size on every rank.
+  const std::int64_t hash = hash_names(names);
   at::Tensor declared = at::zeros({2, world}, at::kLong);
   declared[0][rank_] = n;
-  declared[1][rank_] = hash_names(names);
+  declared[1][rank_] = hash;
   if (pg_ && world > 1) pg_->all_reduce(declared);
   std::string differ;
   for (int r = 0; r < world; ++r)
-    if (declared[0][r].item<std::int64_t>() != n || declared[1][r].item<std::int64_t>() != hash_names(names))
+    if (declared[0][r].item<std::int64_t>() != n || declared[1][r].item<std::int64_t>() != hash)
       differ += (differ.empty() ? "" : ", ") + std::to_string(r);
   if (!differ.empty())
     throw std::invalid_argument("rank " + std::to_string(rank_) + ": rank(s) " + differ +

@@ -50,6 +50,8 @@ struct ScheduleOptions {
     while (g < micro_batches && micro_batches % g != 0 && micro_batches % g < pp) ++g;
     return g;
   }
+  // T as the schedule runs it: mpipe.transpose_layers under MPipe, else 0.
+  int transposed_layers() const { return kind == ScheduleKind::MPipe ? mpipe.transpose_layers : 0; }
   // NT = min(PP, MB): micro-batches transposed in the first round.
   int nt() const { return pp < micro_batches ? pp : micro_batches; }
 };
