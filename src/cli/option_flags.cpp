@@ -17,6 +17,7 @@ FlagNames schedule_flags(const std::string& pp_flag, const std::string& frozen_f
           {"schedule.group_size", "--group-size"},
           {"schedule.layers", "--layers"},
           {"schedule.kind", "--schedule"},
+          {"schedule.forward_only", "--forward-only"},
           {"schedule.mpipe.transpose_layers", "--transpose-layers"},
           {"schedule.mpipe.owner_backward", "--owner-backward"},
           {"schedule.mpipe.overflow", "--overflow"},

@@ -66,6 +66,7 @@ std::string schedule_json(const schedule::Schedule& s) {
   j["pp"] = s.options.pp;
   j["vpp"] = s.options.vpp;
   j["mb"] = s.options.micro_batches;
+  j["forward_only"] = s.options.forward_only;
   j["ranks"] = nlohmann::json::array();
   for (const auto& rank : s.ranks) {
     auto& tokens = j["ranks"].emplace_back(nlohmann::json::array());
@@ -145,6 +146,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--overflow", args->overflow, "MPipe overflow: full or min")->capture_default_str();
   cmd->add_flag("--owner-backward", o.mpipe.owner_backward, "MPipe: the owner of a micro runs its preprocess backward");
   cmd->add_flag("--frozen-preprocess", o.mpipe.frozen_preprocess, "MPipe: the preprocess has no trainable parameter");
+  cmd->add_flag("--forward-only", o.forward_only, "forwards only (evaluation, generation): no backward, no gradient messages");
   cmd->add_flag("--compute-only", args->compute_only, "drop every action that is not F or B");
   cmd->add_option("--format", args->format, "text, csv, json or actions")
       ->check(CLI::IsMember({"text", "csv", "json", "actions"}))

@@ -179,20 +179,28 @@ at::Tensor Executor::stage_input(int s, int m) {
                              ") has no input: the micro-batch's data was not read on this rank");
     return micro(m).input;
   }
-  if (layout_.pp == 1) return stage(s - 1).output(m);  // both stages live on this rank
+  if (layout_.pp == 1) {  // both stages live on this rank
+    at::Tensor x = stage(s - 1).output(m);
+    if (layout_.forward_only) stage(s - 1).release(m);
+    return x;
+  }
   return take_recv(kAct, s - 1, m);
 }
 
 void Executor::forward(const Action& a) {
   Stage& st = stage(a.stage);
   at::Tensor out = st.forward(a.micro, micro(a.micro), stage_input(a.stage, a.micro));
-  if (st.is_last()) {
-    const MicroBatch& mb = micro(a.micro);
-    const double weight = loss_weights_->empty() ? 1.0 : loss_weights_->at(a.micro);
-    at::Tensor loss = loss_(out, mb.target) * weight;
-    st.set_loss(a.micro, loss);
-    loss_sum_ += loss.item<double>();
+  if (!st.is_last()) return;
+  const MicroBatch& mb = micro(a.micro);
+  if (layout_.forward_only) {
+    outputs_[a.micro] = out;
+    st.release(a.micro);
+    if (!mb.target.defined()) return;
   }
+  const double weight = loss_weights_->empty() ? 1.0 : loss_weights_->at(a.micro);
+  at::Tensor loss = loss_(out, mb.target) * weight;
+  if (!layout_.forward_only) st.set_loss(a.micro, loss);
+  loss_sum_ += loss.item<double>();
 }
 
 void Executor::backward(const Action& a) {
@@ -220,7 +228,11 @@ void Executor::send_forward(const Action& a) {
   check_output_spec(st.output(a.micro), a.stage, a.micro);
   // detach(): the message holds the values; the stage keeps the graph.
   post_send(st.output(a.micro).detach(), a.peer, kAct, a.stage, a.micro);
-  if (options_.pseudo_deallocate) st.pseudo_deallocate(a.micro);
+  // The pending send keeps the values alive until it completes.
+  if (layout_.forward_only)
+    st.release(a.micro);
+  else if (options_.pseudo_deallocate)
+    st.pseudo_deallocate(a.micro);
 }
 
 void Executor::send_backward(const Action& a) {
@@ -258,6 +270,7 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
   micros_ = &micros;
   loss_weights_ = &loss_weights;
   loss_sum_ = 0;
+  outputs_.clear();
   for (auto& [index, st] : stages_) st->reset();
   size_t i = 0;
   while (i < actions.size()) {

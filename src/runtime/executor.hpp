@@ -82,6 +82,11 @@ class Executor {
   // losses (non-zero only on the rank holding the last stage).
   double run(const std::vector<schedule::Action>& actions, const std::vector<MicroBatch>& micros,
              const std::vector<double>& loss_weights = {});
+  // Under a forward-only layout (schedule::ScheduleOptions::forward_only)
+  // run() frees every stage output once it is sent or consumed, computes the
+  // loss only of micros with a target, and keeps the last stage's outputs:
+  // this returns them by micro (empty on other ranks) and forgets them.
+  std::map<int, at::Tensor> take_outputs() { return std::move(outputs_); }
 
   // --- state for handlers (valid during run()) ---
   int rank() const { return rank_; }
@@ -139,6 +144,7 @@ class Executor {
   std::vector<comm::Work> sends_;
   std::map<int, comm::Work> recvs_;
   double loss_sum_ = 0;
+  std::map<int, at::Tensor> outputs_;  // forward-only: the last stage's outputs of this run
 };
 
 }  // namespace hp::runtime

@@ -116,7 +116,7 @@ void MPipeRuntime::begin_step() {
   graphs_.clear();
   snapshot_.clear();
   stats_.step_bytes = 0;
-  if (!layout_.mpipe.owner_backward || !trainable_) return;
+  if (!layout_.mpipe.owner_backward || !trainable_ || layout_.forward_only) return;
   snapshot_ = take_grad_snapshot(trainable_parameters());
 }
 
@@ -172,7 +172,8 @@ void MPipeRuntime::transpose_forward(int micro) {
   } else {
     // Rank 0 backprops its own micros' graphs (MPIPE_TRANSPOSE_BWD); other
     // owners keep theirs only when they run the backward themselves.
-    const bool keep_graph = trainable_ && (rank_ == 0 || layout_.mpipe.owner_backward);
+    const bool keep_graph =
+        trainable_ && !layout_.forward_only && (rank_ == 0 || layout_.mpipe.owner_backward);
     at::AutoGradMode grad_mode(keep_graph);
     at::Tensor out = preprocess_->forward(input);
     if (keep_graph) graphs_[micro] = out;

@@ -81,11 +81,6 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
   if (given.count(last_stage) && !model_.loss)
     throw std::invalid_argument("rank " + str(rank) + " holds the last stage but the model has no loss");
 
-  const schedule::Schedule sched = schedule::generate(layout);
-  if (auto v = schedule::validate(sched); !v.ok())
-    throw std::invalid_argument("the generated schedule is invalid:\n" + v.to_string());
-  actions_ = sched.ranks[rank];
-
   // What this rank counts: its stages' parameters and, on rank 0, the
   // preprocess (the replicas elsewhere belong to rank 0).
   for (const auto& st : model_.stages) counted_.insert(counted_.end(), st.parameters.begin(), st.parameters.end());
@@ -116,13 +111,37 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
     if (st.index == 0) stages_.back()->set_input_requires_grad(stage0_input_grad);
     stage_ptrs[st.index] = stages_.back().get();
   }
-  executor_ = std::make_unique<Executor>(layout, rank, pg, stage_ptrs, model_.loss, model_.output_spec,
-                                         options_.executor);
-  if (mpipe) {
-    mpipe_ = std::make_unique<MPipeRuntime>(layout, rank, pg, model_.preprocess);
-    mpipe_->install(*executor_);
-    mpipe_->check_structure();
+  if (!layout.forward_only) {
+    train_ = make_runner(layout, stage_ptrs);
+    if (train_.mpipe) train_.mpipe->check_structure();
   }
+  schedule::ScheduleOptions forward_layout = layout;
+  forward_layout.forward_only = true;
+  forward_ = make_runner(forward_layout, stage_ptrs);
+  if (layout.forward_only && forward_.mpipe) forward_.mpipe->check_structure();
+}
+
+Pipeline::Runner Pipeline::make_runner(schedule::ScheduleOptions layout, const std::map<int, Stage*>& stages) {
+  const schedule::Schedule sched = schedule::generate(layout);
+  if (auto v = schedule::validate(sched); !v.ok())
+    throw std::invalid_argument("the generated schedule is invalid:\n" + v.to_string());
+  Runner r;
+  r.actions = sched.ranks[rank_];
+  r.executor = std::make_unique<Executor>(layout, rank_, pg_, stages, model_.loss, model_.output_spec, options_.executor);
+  if (is_mpipe(options_)) {
+    r.mpipe = std::make_unique<MPipeRuntime>(layout, rank_, pg_, model_.preprocess);
+    r.mpipe->install(*r.executor);
+  }
+  return r;
+}
+
+std::uint64_t Pipeline::Runner::run(const std::vector<MicroBatch>& micros, const std::vector<double>& weights,
+                                    double* loss) {
+  if (mpipe) mpipe->begin_step();
+  *loss = executor->run(actions, micros, weights);
+  if (!mpipe) return 0;
+  mpipe->end_step();
+  return mpipe->broadcast_stats().step_bytes;
 }
 
 Pipeline::~Pipeline() = default;
@@ -139,40 +158,68 @@ std::vector<int> Pipeline::input_micros() const {
 
 bool Pipeline::reads_targets() const { return rank_ == options_.schedule.pp - 1; }
 
-StepResult Pipeline::step(const std::vector<MicroBatch>& micros) {
+std::vector<double> Pipeline::loss_weights(const std::vector<MicroBatch>& micros, bool required,
+                                           double* tokens) const {
   const int mb = options_.schedule.micro_batches;
   if (static_cast<int>(micros.size()) != mb)
     throw std::invalid_argument("the step got " + str(static_cast<int>(micros.size())) +
                                 " micro-batches but schedule.micro_batches is " + str(mb));
   // The loss is the mean over the step's target elements: micro m weighs its
   // share of them. Only the last stage's rank reads targets.
+  *tokens = 0;
   std::vector<double> weights;
-  double tokens = 0;
-  if (reads_targets()) {
-    for (int m = 0; m < mb; ++m) {
-      if (!micros[m].target.defined())
-        throw std::invalid_argument("rank " + str(rank_) + " holds the last stage but micro-batch " + str(m) +
-                                    " has no target");
-      tokens += static_cast<double>(micros[m].target.numel());
-    }
-    for (const auto& m : micros) weights.push_back(static_cast<double>(m.target.numel()) / tokens);
+  if (!reads_targets()) return weights;
+  for (int m = 0; m < mb; ++m) {
+    if (micros[m].target.defined())
+      *tokens += static_cast<double>(micros[m].target.numel());
+    else if (required)
+      throw std::invalid_argument("rank " + str(rank_) + " holds the last stage but micro-batch " + str(m) +
+                                  " has no target");
   }
-  StepResult result;
-  if (mpipe_) mpipe_->begin_step();
-  double loss = executor_->run(actions_, micros, weights);
-  if (mpipe_) {
-    mpipe_->end_step();
-    result.bytes_broadcast = mpipe_->broadcast_stats().step_bytes;
-  }
+  for (const auto& m : micros)
+    weights.push_back(m.target.defined() ? static_cast<double>(m.target.numel()) / *tokens : 0.0);
+  return weights;
+}
+
+StepResult Pipeline::reduce(double loss, double tokens, std::uint64_t bytes_broadcast) const {
   if (pg_ && options_.schedule.pp > 1) {
     at::Tensor t = at::tensor({loss, tokens}, at::kDouble);
     pg_->all_reduce(t);
     loss = t[0].item<double>();
     tokens = t[1].item<double>();
   }
+  StepResult result;
   result.loss = loss;
   result.tokens = static_cast<std::int64_t>(tokens);
+  result.bytes_broadcast = bytes_broadcast;
   return result;
+}
+
+StepResult Pipeline::step(const std::vector<MicroBatch>& micros) {
+  if (!train_.executor)
+    throw std::logic_error("this pipeline was built with schedule.forward_only: it evaluates, it does not train");
+  double tokens = 0, loss = 0;
+  const std::vector<double> weights = loss_weights(micros, /*required=*/true, &tokens);
+  const std::uint64_t bytes = train_.run(micros, weights, &loss);
+  return reduce(loss, tokens, bytes);
+}
+
+StepResult Pipeline::run_forward_only(const std::vector<MicroBatch>& micros, std::vector<at::Tensor>* outputs) {
+  at::NoGradGuard no_grad;
+  double tokens = 0, loss = 0;
+  const std::vector<double> weights = loss_weights(micros, /*required=*/false, &tokens);
+  const std::uint64_t bytes = forward_.run(micros, weights, &loss);
+  if (outputs)
+    for (auto& [m, out] : forward_.executor->take_outputs()) outputs->push_back(std::move(out));
+  return reduce(loss, tokens, bytes);
+}
+
+StepResult Pipeline::evaluate(const std::vector<MicroBatch>& micros) { return run_forward_only(micros, nullptr); }
+
+std::vector<at::Tensor> Pipeline::forward(const std::vector<MicroBatch>& micros) {
+  std::vector<at::Tensor> outputs;
+  run_forward_only(micros, &outputs);
+  return outputs;
 }
 
 std::map<std::string, at::Tensor> Pipeline::named_parameters() const {

@@ -71,8 +71,20 @@ class Pipeline {
 
   // One forward/backward over options.schedule.micro_batches micro-batches.
   // A rank fills what it reads: the input of input_micros(), the targets
-  // where reads_targets(); extra wherever its stages use it.
+  // where reads_targets(); extra wherever its stages use it. A pipeline
+  // built with schedule.forward_only cannot train: it throws std::logic_error.
   StepResult step(const std::vector<MicroBatch>& micros);
+
+  // Forward only (Megatron's forward_only, torch.distributed.pipelining's
+  // eval()): the layout's forward-only schedule under no-grad, each
+  // activation freed as soon as it is sent; gradients are untouched.
+  // Collective like step(), with the same micro-batch count and fills. The
+  // loss is the mean over the targets the last rank was given (0 with
+  // tokens 0 when it was given none).
+  StepResult evaluate(const std::vector<MicroBatch>& micros);
+  // The same run, returning the last stage's output of every micro on the
+  // rank that holds it (empty elsewhere): what a decoder samples from.
+  std::vector<at::Tensor> forward(const std::vector<MicroBatch>& micros);
 
   // The micro-batches whose input this rank reads: every micro on the rank
   // of stage 0, the micros it owns under MPipe (spec D4), none elsewhere.
@@ -91,22 +103,40 @@ class Pipeline {
 
   int rank() const { return rank_; }
   const PipelineOptions& options() const { return options_; }
-  const std::vector<schedule::Action>& actions() const { return actions_; }
-  Executor& executor() { return *executor_; }
+  // The training schedule's actions and executor (empty and null under
+  // schedule.forward_only).
+  const std::vector<schedule::Action>& actions() const { return train_.actions; }
+  Executor& executor() { return *train_.executor; }
+  // The forward-only schedule's actions.
+  const std::vector<schedule::Action>& forward_actions() const { return forward_.actions; }
   // Null unless the schedule is MPipe.
-  MPipeRuntime* mpipe() const { return mpipe_.get(); }
+  MPipeRuntime* mpipe() const { return train_.mpipe.get(); }
 
  private:
+  // One schedule of the layout and what runs it; the training and the
+  // forward-only runner share the stages.
+  struct Runner {
+    std::vector<schedule::Action> actions;
+    std::unique_ptr<Executor> executor;
+    std::unique_ptr<MPipeRuntime> mpipe;
+    std::uint64_t run(const std::vector<MicroBatch>& micros, const std::vector<double>& weights, double* loss);
+  };
+  Runner make_runner(schedule::ScheduleOptions layout, const std::map<int, Stage*>& stages);
+  // The loss weights of a step (each micro's share of the targets) and their
+  // total; empty where this rank reads no target.
+  std::vector<double> loss_weights(const std::vector<MicroBatch>& micros, bool required, double* tokens) const;
+  StepResult reduce(double loss, double tokens, std::uint64_t bytes_broadcast) const;
+  StepResult run_forward_only(const std::vector<MicroBatch>& micros, std::vector<at::Tensor>* outputs);
+
   PipelineOptions options_;
   int rank_;
   comm::ProcessGroup* pg_;
   RankModel model_;
   NamedTensors counted_;  // parameters this rank counts, tied copies included
   std::vector<std::unique_ptr<Stage>> stages_;
-  std::vector<schedule::Action> actions_;
-  std::unique_ptr<Executor> executor_;
+  Runner train_;
+  Runner forward_;
   std::unique_ptr<TiedParameters> tied_;
-  std::unique_ptr<MPipeRuntime> mpipe_;
 };
 
 }  // namespace hp::runtime

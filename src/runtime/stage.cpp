@@ -63,6 +63,11 @@ void Stage::pseudo_deallocate(int micro) {
   out.set_data(at::empty({1}, out.options()));
 }
 
+void Stage::release(int micro) {
+  inputs_.erase(micro);
+  outputs_.erase(micro);
+}
+
 void Stage::reset() {
   inputs_.clear();
   outputs_.clear();

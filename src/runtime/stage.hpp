@@ -51,6 +51,9 @@ class Stage {
   // replace its storage by one element; the graph (and so backward) is kept.
   // Only legal when the output is not a view of the input (the model guarantees it).
   void pseudo_deallocate(int micro);
+  // Forward-only runs: drops micro m's input and output once the output has
+  // been sent or consumed (nothing will backpropagate through them).
+  void release(int micro);
 
   void reset();
 

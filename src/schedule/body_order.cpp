@@ -87,8 +87,9 @@ int interleaved_warmup(const ScheduleOptions& o, int rank) {
   return std::min(w, o.vpp * o.micro_batches);
 }
 
-std::vector<std::vector<Action>> body_compute_order(const ScheduleOptions& o) {
-  check_options(o);
+namespace {
+
+Order training_order(const ScheduleOptions& o) {
   switch (o.kind) {
     case ScheduleKind::NoPipelining: return no_pipelining(o);
     case ScheduleKind::GPipe: return gpipe(o);
@@ -97,6 +98,20 @@ std::vector<std::vector<Action>> body_compute_order(const ScheduleOptions& o) {
     case ScheduleKind::MPipe: return interleaved(o);
   }
   return {};
+}
+
+}  // namespace
+
+std::vector<std::vector<Action>> body_compute_order(const ScheduleOptions& o) {
+  check_options(o);
+  Order order = training_order(o);
+  // Forward-only keeps each rank's forwards in the training order: the
+  // interleaved table still decides which chunk runs next.
+  if (o.forward_only)
+    for (auto& ops : order)
+      ops.erase(std::remove_if(ops.begin(), ops.end(), [](const Action& a) { return a.type == ActionType::BWD; }),
+                ops.end());
+  return order;
 }
 
 }  // namespace hp::schedule

@@ -28,7 +28,8 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
   const int mb = o.micro_batches;
   const int nt = o.nt();
   const bool has_preprocess = mp.transpose_layers > 0;
-  const bool trainable = has_preprocess && !mp.frozen_preprocess;
+  // Forward-only: nothing is backpropagated, so nothing of the backward is shipped.
+  const bool trainable = has_preprocess && !mp.frozen_preprocess && !o.forward_only;
   // Under owner-backward the owner keeps its graph, so its input stays home.
   const bool ship_graph = trainable && !mp.owner_backward;
   auto owner = [&](int m) { return mpipe_owner(o, m); };
@@ -70,7 +71,7 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
         out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_BWD, a.micro));
     }
     // Owner-backward suffix.
-    if (!mp.owner_backward) continue;
+    if (!mp.owner_backward || o.forward_only) continue;
     for (int m = 0; m < mb; ++m) {
       if (r == 0 && owner(m) != 0) out.push_back(mpipe(ActionType::MPIPE_GRAD_SEND, m, owner(m)));
       if (r > 0 && owner(m) == r) out.push_back(mpipe(ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD, m, 0));

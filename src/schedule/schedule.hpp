@@ -37,6 +37,11 @@ struct ScheduleOptions {
   int group_size = 0;   // G, micro-batch group size per virtual stage; 0 = default (below)
   int layers = 0;       // model layers split evenly over pp*vpp chunks; 0 = unknown
   MPipeOptions mpipe;
+  // Forwards only (evaluation, generation; Megatron's forward_only): each
+  // rank runs its forwards in the schedule's order and nothing else of the
+  // backward (no BWD, no gradient messages; under MPipe no graph shipping,
+  // preprocess backward or gradient reduce).
+  bool forward_only = false;
 
   int num_stages() const { return pp * vpp; }
   // G as the interleaved schedule uses it. The default is PP; when MB > PP is

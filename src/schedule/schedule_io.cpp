@@ -282,11 +282,13 @@ void infer_options(Schedule& s) {
   int max_stage = -1;
   int max_micro = -1;
   bool mpipe = false;
+  bool backward = false;
   for (const auto& rank : s.ranks) {
     for (const Action& a : rank) {
       max_stage = std::max(max_stage, a.stage);
       max_micro = std::max(max_micro, a.micro);
       mpipe = mpipe || is_mpipe(a.type);
+      backward = backward || a.type == ActionType::BWD;
     }
   }
   if (max_stage < 0) throw std::invalid_argument("cannot infer the layout: the schedule has no actions");
@@ -305,6 +307,7 @@ void infer_options(Schedule& s) {
   o.micro_batches = max_micro + 1;
   o.group_size = 0;  // G is not recoverable from the order in general; 0 means PP
   o.layers = 0;
+  o.forward_only = !backward;
   s.options = o;
   if (mpipe) {
     s.options.kind = ScheduleKind::MPipe;

@@ -241,6 +241,8 @@ class Simulator {
         if (a.type == ActionType::FWD) ++st.active;
         if (a.type == ActionType::BWD) --st.active;
         report_.ranks[r].peak_activations = std::max(report_.ranks[r].peak_activations, st.active);
+        // Forward-only keeps no activation for a backward: one output at a time.
+        if (s_.options.forward_only && a.type == ActionType::FWD) --st.active;
         record(r, a, st.t, st.t + duration(a));
       }
     }

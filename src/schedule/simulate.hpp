@@ -49,7 +49,7 @@ struct TimedAction {
 struct RankReport {
   double busy = 0.0;   // time spent computing (F, B, preprocess, collectives' transfer)
   double idle = 0.0;   // step_time - busy
-  int peak_activations = 0;  // max forwards whose backward has not run yet
+  int peak_activations = 0;  // max forwards whose backward has not run yet (forward-only: 1)
   std::vector<TimedAction> timeline;
 };
 

@@ -211,12 +211,11 @@ class Validator {
     const int S = o_.num_stages();
     for (int st = 0; st < S; ++st)
       for (int m = 0; m < o_.micro_batches; ++m) {
-        const char* missing = !find(ActionType::FWD, st, m)   ? "forward"
-                              : !find(ActionType::BWD, st, m) ? "backward"
-                                                              : nullptr;
-        if (missing)
-          add(rank_of_stage(st), -1,
-              "stage " + std::to_string(st) + " micro " + std::to_string(m) + " has no " + missing);
+        const std::string cell = "stage " + std::to_string(st) + " micro " + std::to_string(m);
+        if (!find(ActionType::FWD, st, m)) add(rank_of_stage(st), -1, cell + " has no forward");
+        const auto b = find(ActionType::BWD, st, m);
+        if (!b && !o_.forward_only) add(rank_of_stage(st), -1, cell + " has no backward");
+        if (b && o_.forward_only) add_at(b->rank, b->pos, "a backward in a forward-only schedule");
       }
   }
 

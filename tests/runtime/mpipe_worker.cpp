@@ -145,6 +145,7 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg, bool vl) {
   std::ostringstream err;
   for (int a = 0; a < c.accum; ++a) {
     std::vector<at::Tensor> micros, images;
+    std::vector<runtime::MicroBatch> share;
     testing::ReferenceStep ref;
     runtime::StepResult r;
     // Spec D4: a rank reads the data of the micros it owns, nothing else.
@@ -154,16 +155,21 @@ std::string equiv(const Case& c, int vpp, comm::ProcessGroup& pg, bool vl) {
         micros.push_back(b.captions);
         images.push_back(b.images);
       }
-      r = p.step(testing::rank_share(p, model::vl_micro_batches(micros, images)));
+      share = testing::rank_share(p, model::vl_micro_batches(micros, images));
       ref = testing::vl_reference_step(cfg, o.model.vision, micros, images);
     } else {
       micros = testing::make_micro_tokens(c.mb, 2, c.varlen ? std::vector<int>{7, 3, 5} : std::vector<int>{6},
                                           cfg.vocab_size, 100 + a);
-      r = p.step(testing::rank_share(p, model::lm_micro_batches(micros)));
+      share = testing::rank_share(p, model::lm_micro_batches(micros));
       ref = testing::reference_step(cfg, micros);
     }
+    r = p.step(share);
     const double e = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss));
     if (!(e < 1e-10)) err << " loss of run " << a << " off by " << e;
+    // The forward-only schedule over the same micros: the same loss, and the
+    // accumulated gradients stay as they are (checked below).
+    const double ev = std::abs(p.evaluate(share).loss - ref.loss) / (1 + std::abs(ref.loss));
+    if (!(ev < 1e-10)) err << " forward-only loss of run " << a << " off by " << ev;
     for (auto& [n, g] : ref.grads) {
       auto [it, fresh] = ref_grads.emplace(n, g.clone());
       if (!fresh) it->second += g;

@@ -103,11 +103,20 @@ int main(int argc, char** argv) {
       runtime::Pipeline p(o, env.rank, &pg, model::build_gpt_stages(g, o.schedule, env.rank));
       const std::vector<int> lens = o.executor.variable_seq_len ? std::vector<int>{7, 3, 5} : std::vector<int>{6};
       auto micros = testing::make_micro_tokens(o.schedule.micro_batches, 2, lens, m.vocab_size, 5 + i);
-      const auto r = p.step(testing::rank_share(p, model::lm_micro_batches(micros)));
+      const auto share = testing::rank_share(p, model::lm_micro_batches(micros));
+      const auto r = p.step(share);
+      // Forward only over the same micros: the same loss, the step's gradients untouched.
+      const auto eval = p.evaluate(share);
+      const auto outputs = p.forward(share);
       p.reduce_tied_grads();
       const auto ref = testing::reference_step(m, micros);
       double worst = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss));
       std::string worst_name = "loss";
+      if (const double e = std::abs(eval.loss - ref.loss) / (1 + std::abs(ref.loss)); e > worst)
+        worst = e, worst_name = "forward-only loss";
+      if (eval.tokens != r.tokens) worst = 1, worst_name = "forward-only tokens";
+      const size_t want_outputs = p.reads_targets() ? micros.size() : 0;
+      if (outputs.size() != want_outputs) worst = 1, worst_name = "forward outputs";
       for (const auto& [pname, t] : p.named_parameters()) {
         if (!t.grad().defined()) {
           std::cerr << name << ": " << pname << " has no gradient\n";

@@ -268,5 +268,57 @@ TEST(GenerateGrid, EveryKindValidates) {
   RecordProperty("seconds", std::to_string(seconds));
 }
 
+// Forward-only (evaluation, generation): every layout, MPipe included,
+// validates; each rank runs its training forwards in the training order and
+// nothing of the backward.
+TEST(GenerateForwardOnly, EveryKindValidatesWithTheTrainingForwardOrder) {
+  int checked = 0;
+  for (ScheduleKind kind : {ScheduleKind::NoPipelining, ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                            ScheduleKind::Interleaved, ScheduleKind::MPipe})
+    for (int pp = 1; pp <= 6; ++pp)
+      for (int v = 1; v <= 3; ++v)
+        for (int mb = 1; mb <= 13; ++mb)
+          for (bool owner_backward : {false, true}) {
+            auto o = opts(kind, pp, v, mb);
+            o.mpipe.owner_backward = owner_backward;
+            if (!rejection(o).empty() || (owner_backward && kind != ScheduleKind::MPipe)) continue;
+            const Schedule train = generate(o);
+            o.forward_only = true;
+            const Schedule s = generate(o);
+            const auto res = validate(s);
+            ASSERT_TRUE(res.ok()) << kind_name(kind) << " pp " << pp << " v " << v << " mb " << mb << "\n"
+                                  << res.to_string();
+            const auto forwards = [](const Schedule& x) {
+              return filter(x, [](ActionType t) { return t == ActionType::FWD; }).ranks;
+            };
+            ASSERT_EQ(forwards(s), forwards(train));
+            for (const auto& rank : s.ranks)
+              for (const Action& a : rank)
+                ASSERT_TRUE(a.type == ActionType::FWD || a.type == ActionType::SEND_F || a.type == ActionType::RECV_F ||
+                            a.type == ActionType::MPIPE_PARAM_BROADCAST || a.type == ActionType::MPIPE_TRANSPOSE_FWD ||
+                            a.type == ActionType::MPIPE_FWD_SEND || a.type == ActionType::MPIPE_FWD_RECV)
+                    << format_action(a) << " in a forward-only " << kind_name(kind) << " schedule";
+            ++checked;
+          }
+  EXPECT_GT(checked, 500);
+}
+
+TEST(GenerateForwardOnly, ABackwardIsRejectedByValidation) {
+  auto o = opts(ScheduleKind::OneFOneB, 2, 1, 2);
+  o.forward_only = true;
+  Schedule s = generate(o);
+  s.ranks[1].push_back(Action{ActionType::BWD, 1, 0, -1});
+  const auto res = validate(s);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.to_string().find("a backward in a forward-only schedule"), std::string::npos) << res.to_string();
+  // And a training schedule without its backwards is incomplete.
+  o.forward_only = false;
+  s = generate(o);
+  s.ranks[1].erase(std::remove_if(s.ranks[1].begin(), s.ranks[1].end(),
+                                  [](const Action& a) { return a.type == ActionType::BWD; }),
+                   s.ranks[1].end());
+  EXPECT_NE(validate(s).to_string().find("has no backward"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hp::schedule

@@ -88,6 +88,21 @@ TEST(ScheduleIo, RoundTripEveryType) {
   EXPECT_EQ(to_csv(from_csv(to_csv(s))), to_csv(s));
 }
 
+TEST(ScheduleIo, AScheduleWithoutBackwardsReadsBackAsForwardOnly) {
+  ScheduleOptions o;
+  o.kind = ScheduleKind::Interleaved;
+  o.pp = 2;
+  o.vpp = 2;
+  o.micro_batches = 3;
+  o.forward_only = true;
+  const Schedule s = generate(o);
+  const Schedule back = from_csv(to_csv(s));
+  EXPECT_TRUE(back.options.forward_only);
+  EXPECT_EQ(back.ranks, s.ranks);
+  o.forward_only = false;
+  EXPECT_FALSE(from_csv(to_csv(generate(o))).options.forward_only);
+}
+
 TEST(ScheduleIo, RoundTripKeepsEmptyRanks) {
   // Rank 1 idles; the stage count still has to be a multiple of the ranks.
   Schedule s = make({{"0F0", "1F0", "1B0", "0B0"}, {}});

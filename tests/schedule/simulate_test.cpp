@@ -55,6 +55,21 @@ TEST(SimulateTest, HandOneFOneBMatchesTextbook) {
       }
 }
 
+// Forward-only: (MB + PP - 1) forwards long, one activation alive at a time.
+TEST(SimulateTest, ForwardOnlyTakesMbPlusPpMinusOneForwards) {
+  for (int pp : {1, 2, 4})
+    for (int mb : {1, pp, 2 * pp + 1}) {
+      ScheduleOptions o;
+      o.kind = pp == 1 ? ScheduleKind::NoPipelining : ScheduleKind::OneFOneB;
+      o.pp = pp;
+      o.micro_batches = mb;
+      o.forward_only = true;
+      const SimulationReport r = simulate(generate(o), uniform(1.5, 2.0));
+      EXPECT_DOUBLE_EQ(r.step_time, (mb + pp - 1) * 1.5) << "pp " << pp << " mb " << mb;
+      for (const RankReport& rr : r.ranks) EXPECT_EQ(rr.peak_activations, 1);
+    }
+}
+
 TEST(SimulateTest, HandGPipeMatchesTextbook) {
   for (int pp : {1, 2, 4, 8})
     for (int mb : {1, pp, 2 * pp + 1}) {
