@@ -87,6 +87,9 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
     if (data.data != "embedded")
       throw std::invalid_argument("--data " + data.data +
                                   ": --model vl trains on its own synthetic captioned images; drop --data");
+    if (!data.eval_data.empty())
+      throw std::invalid_argument("--eval-data " + data.eval_data +
+                                  ": --model vl evaluates on held-out synthetic images; drop --eval-data");
     train::VlTaskOptions vl;
     vl.text = m;
     vl.vision = a.vision;
@@ -213,6 +216,11 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--save-interval", t.save_interval, "also checkpoint every N steps")->capture_default_str();
   cmd->add_option("--load", t.load, "resume from this checkpoint directory");
   cmd->add_option("--metrics", t.metrics, "JSON lines, one per step");
+  cmd->add_option("--eval-interval", t.eval_interval, "held-out loss every N steps and after the last (0 = never)")
+      ->capture_default_str();
+  cmd->add_option("--eval-iters", t.eval_iters, "held-out batches per evaluation")->capture_default_str();
+  cmd->add_option("--eval-data", a->data.eval_data,
+                  "held-out tokens (same forms as --data); default: the embedded corpus's held-out tail");
   cmd->add_option("--log-interval", t.log_interval, "steps between log lines (no TTY)")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
   cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang makes that rank fail at that step");

@@ -128,6 +128,35 @@ std::unique_ptr<TokenSource> token_file(const std::string& path, int bytes_per_t
   return std::make_unique<MappedSource>(path, bytes_per_token, vocab_size);
 }
 
+namespace {
+
+class SliceSource final : public TokenSource {
+ public:
+  SliceSource(std::shared_ptr<const TokenSource> source, std::size_t begin, std::size_t end)
+      : source_(std::move(source)), begin_(begin), end_(end) {}
+  std::size_t size() const override { return end_ - begin_; }
+  std::int64_t at(std::size_t i) const override { return source_->at(begin_ + i); }
+  std::int64_t vocab_size() const override { return source_->vocab_size(); }
+  std::string describe() const override {
+    return source_->describe() + " [" + std::to_string(begin_) + ", " + std::to_string(end_) + ")";
+  }
+
+ private:
+  std::shared_ptr<const TokenSource> source_;
+  std::size_t begin_, end_;
+};
+
+}  // namespace
+
+std::unique_ptr<TokenSource> slice_source(std::shared_ptr<const TokenSource> source, std::size_t begin,
+                                          std::size_t end) {
+  if (!source || begin >= end || end > source->size())
+    throw std::invalid_argument("slice_source: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") is not a non-empty range of a source of " +
+                                std::to_string(source ? source->size() : 0) + " tokens");
+  return std::make_unique<SliceSource>(std::move(source), begin, end);
+}
+
 std::unique_ptr<TokenSource> open_source(const std::string& spec) {
   auto ends_with = [&](const char* suffix) {
     const std::size_t n = std::strlen(suffix);

@@ -34,6 +34,12 @@ std::unique_ptr<TokenSource> text_file(const std::string& path);
 // A pre-tokenized file of little-endian uint16 or uint32 ids, read through mmap.
 std::unique_ptr<TokenSource> token_file(const std::string& path, int bytes_per_token, std::int64_t vocab_size);
 
+// The tokens [begin, end) of `source` as a source of their own (a split of
+// one corpus into training and held-out parts). Throws std::invalid_argument
+// unless begin < end <= source->size().
+std::unique_ptr<TokenSource> slice_source(std::shared_ptr<const TokenSource> source, std::size_t begin,
+                                          std::size_t end);
+
 // Opens a `--data` spec: "embedded", "text:PATH", "u16:PATH:VOCAB", "u32:PATH:VOCAB",
 // or a bare PATH (".txt" = text, ".u16"/".bin" = uint16, ".u32" = uint32;
 // vocab read as max id + 1). Throws std::invalid_argument naming the spec.

@@ -31,6 +31,13 @@ std::vector<runtime::MicroBatch> GptTask::batch(std::int64_t index, int micro_ba
   return data_.batch(index, micro_batches, input_micros, targets, options_.model.seed);
 }
 
+std::vector<runtime::MicroBatch> GptTask::eval_batch(std::int64_t index, int micro_batches,
+                                                  const std::vector<int>& input_micros, bool targets) const {
+  return data_.eval_batch(index, micro_batches, input_micros, targets, options_.model.seed);
+}
+
+bool GptTask::has_eval_data() const { return data_.has_eval_data(); }
+
 std::string GptTask::checkpoint_metadata() const { return gpt_checkpoint_metadata(options_.model); }
 
 std::string gpt_checkpoint_metadata(const model::TransformerConfig& m) {

@@ -26,6 +26,9 @@ class GptTask : public Task {
   runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank) const override;
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets) const override;
+  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
+                                              const std::vector<int>& input_micros, bool targets) const override;
+  bool has_eval_data() const override;
   std::string checkpoint_metadata() const override;
   std::string describe() const override;
 

@@ -31,6 +31,13 @@ std::vector<runtime::MicroBatch> HybridTask::batch(std::int64_t index, int micro
   return data_.batch(index, micro_batches, input_micros, targets, options_.model.base.seed);
 }
 
+std::vector<runtime::MicroBatch> HybridTask::eval_batch(std::int64_t index, int micro_batches,
+                                                  const std::vector<int>& input_micros, bool targets) const {
+  return data_.eval_batch(index, micro_batches, input_micros, targets, options_.model.base.seed);
+}
+
+bool HybridTask::has_eval_data() const { return data_.has_eval_data(); }
+
 std::string HybridTask::checkpoint_metadata() const {
   const auto& m = options_.model;
   auto j = nlohmann::json::parse(gpt_checkpoint_metadata(m.base));

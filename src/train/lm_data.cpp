@@ -11,7 +11,36 @@
 
 namespace hp::train {
 
-LmData::LmData(LmDataOptions options) : options_(std::move(options)), source_(data::open_source(options_.data)) {}
+namespace {
+
+// The embedded corpus's held-out tail: 1/16 of it (64 KiB of the 1 MiB).
+constexpr std::size_t kHeldOutFraction = 16;
+// Held-out batches come from their own stream, so they never repeat a training batch's draw.
+constexpr std::uint64_t kEvalSeedMix = 0x6576616c2d736574ULL;
+
+std::unique_ptr<data::TokenSource> open_eval_source(const std::string& spec) {
+  try {
+    return data::open_source(spec);
+  } catch (const std::invalid_argument& e) {
+    std::string m = e.what();
+    if (m.rfind("--data", 0) == 0) m = "--eval-data" + m.substr(6);
+    throw std::invalid_argument(m);
+  }
+}
+
+}  // namespace
+
+LmData::LmData(LmDataOptions options) : options_(std::move(options)) {
+  std::shared_ptr<const data::TokenSource> source = data::open_source(options_.data);
+  if (options_.data == "embedded" || options_.data.empty()) {
+    const std::size_t n = source->size(), held_out = n / kHeldOutFraction;
+    train_ = data::slice_source(source, 0, n - held_out);
+    eval_ = data::slice_source(source, n - held_out, n);
+  } else {
+    train_ = std::move(source);
+  }
+  if (!options_.eval_data.empty()) eval_ = open_eval_source(options_.eval_data);
+}
 
 LmData::~LmData() = default;
 
@@ -26,25 +55,44 @@ void LmData::validate(int vocab, int positions, int mtp_depth) const {
   if (o.seq_len <= mtp_depth)
     fail("--seq-len " + std::to_string(o.seq_len) + " leaves no position for multi-token prediction " +
          std::to_string(mtp_depth) + " tokens ahead; use a --seq-len above " + std::to_string(mtp_depth));
-  if (source_->vocab_size() > vocab)
-    fail("--data " + o.data + " has token ids up to " + std::to_string(source_->vocab_size() - 1) +
-         " but --vocab is " + std::to_string(vocab));
-  if (source_->size() < static_cast<std::size_t>(o.seq_len) + 1)
-    fail("--data " + o.data + " is shorter than --seq-len + 1 tokens");
+  auto check = [&](const data::TokenSource& src, const std::string& flag, const std::string& spec) {
+    if (src.vocab_size() > vocab)
+      fail(flag + " " + spec + " has token ids up to " + std::to_string(src.vocab_size() - 1) + " but --vocab is " +
+           std::to_string(vocab));
+    if (src.size() < static_cast<std::size_t>(o.seq_len) + 1)
+      fail(flag + " " + spec + " is shorter than --seq-len + 1 tokens");
+  };
+  check(*train_, "--data", o.data);
+  if (eval_) check(*eval_, "--eval-data", o.eval_data.empty() ? "(the embedded corpus's held-out tail)" : o.eval_data);
+}
+
+std::vector<runtime::MicroBatch> LmData::sample(const data::TokenSource& source, std::int64_t index,
+                                                int micro_batches, const std::vector<int>& input_micros, bool targets,
+                                                std::uint64_t seed) const {
+  data::BatchOptions b;
+  b.batch_size = options_.micro_batch_size * micro_batches;
+  b.seq_len = options_.seq_len;
+  b.seed = seed;
+  const data::Batch batch = data::sample_batch(source, b, index);
+  const at::Tensor tokens = at::tensor(batch.tokens, at::kLong).view({batch.batch_size, batch.seq_len + 1});
+  auto micros = model::lm_micro_batches(runtime::split_microbatches(tokens, micro_batches));
+  keep_what_is_read(micros, input_micros, targets);
+  return micros;
 }
 
 std::vector<runtime::MicroBatch> LmData::batch(std::int64_t index, int micro_batches,
                                                const std::vector<int>& input_micros, bool targets,
                                                std::uint64_t seed) const {
-  data::BatchOptions b;
-  b.batch_size = options_.micro_batch_size * micro_batches;
-  b.seq_len = options_.seq_len;
-  b.seed = seed;
-  const data::Batch batch = data::sample_batch(*source_, b, index);
-  const at::Tensor tokens = at::tensor(batch.tokens, at::kLong).view({batch.batch_size, batch.seq_len + 1});
-  auto micros = model::lm_micro_batches(runtime::split_microbatches(tokens, micro_batches));
-  keep_what_is_read(micros, input_micros, targets);
-  return micros;
+  return sample(*train_, index, micro_batches, input_micros, targets, seed);
+}
+
+std::vector<runtime::MicroBatch> LmData::eval_batch(std::int64_t index, int micro_batches,
+                                                    const std::vector<int>& input_micros, bool targets,
+                                                    std::uint64_t seed) const {
+  if (!eval_)
+    throw std::invalid_argument("--eval-interval needs held-out data: --data " + options_.data +
+                                " has none of its own; give --eval-data PATH");
+  return sample(*eval_, index, micro_batches, input_micros, targets, seed ^ kEvalSeedMix);
 }
 
 std::string LmData::describe() const {

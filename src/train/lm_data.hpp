@@ -3,6 +3,11 @@
 // that the GPT and Hybrid tasks share. Batch `index` is micro_batch_size *
 // micro_batches sequences of seq_len + 1 tokens (data::sample_batch), split
 // into micro-batches of input [:, :-1] and target [:, 1:].
+//
+// Held-out data: the embedded corpus keeps its last sixteenth for evaluation,
+// which training never reads (with or without --eval-interval, so a run's
+// training curve does not depend on it); --eval-data PATH names held-out
+// tokens of any source (and is required for file --data to evaluate).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +27,7 @@ struct LmDataOptions {
   int micro_batch_size = 2;       // --micro-batch-size: sequences per micro-batch
   int seq_len = 32;               // --seq-len
   std::string data = "embedded";  // --data
+  std::string eval_data;          // --eval-data; "" = the embedded corpus's held-out tail
 };
 
 class LmData {
@@ -37,13 +43,23 @@ class LmData {
   // Only what the rank reads is kept (train::keep_what_is_read).
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets, std::uint64_t seed) const;
+  // Held-out batch `index`, the same at every evaluation; throws
+  // std::invalid_argument naming --eval-data when there is no held-out data.
+  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
+                                              const std::vector<int>& input_micros, bool targets,
+                                              std::uint64_t seed) const;
+  bool has_eval_data() const { return eval_ != nullptr; }
   const LmDataOptions& options() const { return options_; }
   // "micro-batch-size=2 seq-len=32", for banners.
   std::string describe() const;
 
  private:
+  std::vector<runtime::MicroBatch> sample(const data::TokenSource& source, std::int64_t index, int micro_batches,
+                                          const std::vector<int>& input_micros, bool targets, std::uint64_t seed) const;
+
   LmDataOptions options_;
-  std::unique_ptr<data::TokenSource> source_;
+  std::shared_ptr<const data::TokenSource> train_;
+  std::shared_ptr<const data::TokenSource> eval_;  // null: no held-out data
 };
 
 }  // namespace hp::train

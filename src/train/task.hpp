@@ -31,6 +31,11 @@ class Task {
   // wherever the task's stages use it.
   virtual std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches,
                                                  const std::vector<int>& input_micros, bool targets) const = 0;
+  // Held-out batch `index` (the same batches at every evaluation, never a
+  // training batch), filled like batch(). Only called when has_eval_data().
+  virtual std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
+                                                      const std::vector<int>& input_micros, bool targets) const = 0;
+  virtual bool has_eval_data() const = 0;
   // What a checkpoint must agree on to load into this model (a JSON object as
   // text; the pipeline layout is not part of it).
   virtual std::string checkpoint_metadata() const = 0;

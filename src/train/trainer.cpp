@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -35,11 +36,14 @@ class Progress {
   Progress(std::int64_t first, std::int64_t last, int interval)
       : first_(first), last_(last), interval_(std::max(1, interval)), tty_(::isatty(STDOUT_FILENO)) {}
 
-  void update(std::int64_t step, double loss, double lr, double step_ms, double tokens_per_s) {
+  // val_loss: the held-out loss when this step evaluated (always printed then).
+  void update(std::int64_t step, double loss, double lr, double step_ms, double tokens_per_s,
+              std::optional<double> val_loss) {
     std::ostringstream line;
     line.precision(4);
-    line << "step " << step << "/" << last_ << "  loss " << loss << "  lr " << lr << "  " << step_ms
-         << " ms/step  " << static_cast<long long>(tokens_per_s) << " tok/s";
+    line << "step " << step << "/" << last_ << "  loss " << loss;
+    if (val_loss) line << "  val loss " << *val_loss;
+    line << "  lr " << lr << "  " << step_ms << " ms/step  " << static_cast<long long>(tokens_per_s) << " tok/s";
     if (tty_) {
       const int width = 30;
       const double done = static_cast<double>(step - first_ + 1) / static_cast<double>(last_ - first_ + 1);
@@ -47,7 +51,8 @@ class Progress {
       std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << line.str()
                 << "   " << std::flush;
       if (step == last_) std::cout << "\n";
-    } else if ((step - first_ + 1) % interval_ == 0 || step == first_ || step == last_) {
+      if (val_loss && step != last_) std::cout << "\n";  // keep the evaluated step's line
+    } else if ((step - first_ + 1) % interval_ == 0 || step == first_ || step == last_ || val_loss) {
       std::cout << line.str() << std::endl;
     }
   }
@@ -59,6 +64,20 @@ class Progress {
 };
 
 void validate_checkpoint_shape(const std::string& load, const Task& task);
+
+// The mean loss over the held-out batches' target tokens, forward only. Collective.
+double evaluate(runtime::Pipeline& pipeline, const Task& task, int iters) {
+  const std::vector<int> input_micros = pipeline.input_micros();
+  const bool targets = pipeline.reads_targets();
+  const int mb = pipeline.options().schedule.micro_batches;
+  double weighted = 0, tokens = 0;
+  for (int i = 0; i < iters; ++i) {
+    const runtime::StepResult r = pipeline.evaluate(task.eval_batch(i, mb, input_micros, targets));
+    weighted += r.loss * static_cast<double>(r.tokens);
+    tokens += static_cast<double>(r.tokens);
+  }
+  return tokens > 0 ? weighted / tokens : 0.0;
+}
 
 }  // namespace
 
@@ -72,6 +91,10 @@ void TrainOptions::validate(const Task& task) const {
   if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang")
     fail("--inject-fault: the kind must be exit or hang, got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("--save-interval needs --save DIR");
+  if (eval_interval < 0) fail("--eval-interval must be >= 0 (0 = no evaluation), got " + std::to_string(eval_interval));
+  if (eval_iters < 1) fail("--eval-iters must be >= 1, got " + std::to_string(eval_iters));
+  if (eval_interval > 0 && !task.has_eval_data())
+    fail("--eval-interval needs held-out data, and this --data has none of its own: give --eval-data PATH");
   adam.validate();
   lr_options(*this).validate();
   runtime::validate_pipeline_options(pipeline);
@@ -181,9 +204,14 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     const double bytes_received = pg && pg->world_size() > 1 ? sums[1] : 0.0;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     result.losses.push_back(loss);
+    std::optional<double> val_loss;
+    if (o.eval_interval > 0 && (step % o.eval_interval == 0 || step == o.steps)) {
+      val_loss = evaluate(pipeline, task, o.eval_iters);
+      result.eval_losses.emplace_back(step, *val_loss);
+    }
     if (rank == 0) {
       const double tps = tokens / (ms / 1000.0);
-      progress.update(step, loss, lr, ms, tps);
+      progress.update(step, loss, lr, ms, tps, val_loss);
       if (metrics) {
         StepMetrics m;
         m.step = step;
@@ -196,6 +224,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         m.extra["bytes_sent"] = bytes_sent;
         m.extra["bytes_received"] = bytes_received;
         for (size_t i = 0; i < model_metric_names.size(); ++i) m.extra[model_metric_names[i]] = sums[2 + i];
+        if (val_loss) m.extra["val_loss"] = *val_loss;
         metrics->write(m);
       }
     }

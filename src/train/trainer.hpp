@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/pipeline.hpp"
@@ -64,6 +65,11 @@ struct TrainOptions {
   std::string load;                   // --load DIR
   std::string metrics;                // --metrics FILE (JSON lines, written by rank 0)
   int log_interval = 10;              // --log-interval
+  // --eval-interval N: every N steps and after the last, the mean loss over
+  // --eval-iters held-out batches (Task::eval_batch) through the
+  // forward-only schedule; 0 = never.
+  std::int64_t eval_interval = 0;
+  int eval_iters = 4;                 // --eval-iters
   FaultInjection fault;               // --inject-fault RANK:STEP:exit|hang
 
   // Checks what can be checked without a process group (the schedule, the
@@ -76,6 +82,8 @@ struct TrainResult {
   std::int64_t first_step = 0;  // first step this run executed
   std::int64_t last_step = 0;
   std::vector<double> losses;   // one per executed step
+  // (step, held-out loss) of every evaluation, in order.
+  std::vector<std::pair<std::int64_t, double>> eval_losses;
 };
 
 TrainResult train(const TrainOptions& options, const Task& task, comm::ProcessGroup* pg);

@@ -41,8 +41,8 @@ runtime::RankModel VlTask::build(const schedule::ScheduleOptions& layout, int ra
   return model::build_vl_stages(stages(), layout, rank);
 }
 
-std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_batches,
-                                               const std::vector<int>& input_micros, bool targets) const {
+std::vector<runtime::MicroBatch> VlTask::sample(std::uint64_t seed, std::int64_t index, int micro_batches,
+                                                const std::vector<int>& input_micros, bool targets) const {
   const int rows = options_.micro_batch_size;
   const int s = options_.vision.image_size;
   const auto dtype = options_.text.dtype == model::DType::Float64 ? at::kDouble : at::kFloat;
@@ -50,7 +50,7 @@ std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_bat
   std::vector<at::Tensor> captions, images;
   for (int m = 0; m < micro_batches; ++m) {
     const std::int64_t first = (index * micro_batches + m) * rows;
-    data::VLBatch b = data::make_vl_batch(s, rows, options_.text.seed, first, read.count(m) > 0);
+    data::VLBatch b = data::make_vl_batch(s, rows, seed, first, read.count(m) > 0);
     captions.push_back(at::tensor(b.captions, at::kLong).view({rows, data::kVLCaptionTokens}));
     images.push_back(b.images.empty() ? at::Tensor()
                                       : at::tensor(b.images, at::kFloat).view({rows, data::kVLChannels, s, s}).to(dtype));
@@ -59,6 +59,19 @@ std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_bat
   keep_what_is_read(micros, input_micros, targets);
   return micros;
 }
+
+std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_batches,
+                                               const std::vector<int>& input_micros, bool targets) const {
+  return sample(options_.text.seed, index, micro_batches, input_micros, targets);
+}
+
+// Held-out images: the generator's stream of another seed.
+std::vector<runtime::MicroBatch> VlTask::eval_batch(std::int64_t index, int micro_batches,
+                                                    const std::vector<int>& input_micros, bool targets) const {
+  return sample(options_.text.seed ^ 0x6576616c2d736574ULL, index, micro_batches, input_micros, targets);
+}
+
+bool VlTask::has_eval_data() const { return true; }
 
 std::string VlTask::checkpoint_metadata() const {
   const model::VisionConfig& v = options_.vision;

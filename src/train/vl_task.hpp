@@ -27,6 +27,9 @@ class VlTask : public Task {
   runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank) const override;
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets) const override;
+  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
+                                              const std::vector<int>& input_micros, bool targets) const override;
+  bool has_eval_data() const override;
   std::string checkpoint_metadata() const override;
   std::string describe() const override;
 
@@ -34,6 +37,8 @@ class VlTask : public Task {
   static int caption_inputs();
 
  private:
+  std::vector<runtime::MicroBatch> sample(std::uint64_t seed, std::int64_t index, int micro_batches,
+                                          const std::vector<int>& input_micros, bool targets) const;
   model::VLStagesOptions stages() const;
 
   VlTaskOptions options_;

@@ -1,6 +1,8 @@
 // The hyperpipe binary as a user runs it: bad input fails fast with one clear
 // line naming the option; plan's outputs are consistent with each other.
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <unistd.h>
 
 #include "run_command.hpp"
@@ -126,6 +128,13 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("plan --simulate --cost-f nan", "--cost-f must be a finite number >= 0");
   expect_error("plan --simulate --p2p-bw -1", "--p2p-bw must be a finite number >= 0");
   expect_error("train --config /tmp", "--config /tmp: not a readable file");
+  expect_error("train --eval-interval -1", "--eval-interval must be >= 0");
+  expect_error("train --eval-interval 5 --eval-iters 0", "--eval-iters must be >= 1");
+  const std::string text = fresh_dir("eval") + "/corpus.txt";
+  std::ofstream(text) << "some text to train on, long enough for a sequence of thirty-two tokens and more\n";
+  expect_error("train --data " + text + " --eval-interval 5",
+               "--eval-interval needs held-out data, and this --data has none of its own: give --eval-data PATH");
+  expect_error("train --eval-data /nonexistent.txt", "--eval-data /nonexistent.txt");
 }
 
 }  // namespace

@@ -46,13 +46,14 @@ inline std::string fresh_dir(const std::string& name) {
 }
 
 // The "loss" field of every line of a --metrics file, by step.
-inline std::vector<std::pair<long, double>> read_losses(const std::string& path) {
+// (step, value of `key`) of every line of a --metrics file that has the key.
+inline std::vector<std::pair<long, double>> read_losses(const std::string& path, const std::string& key = "loss") {
   std::vector<std::pair<long, double>> out;
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
-    out.emplace_back(j.at("step").get<long>(), j.at("loss").get<double>());
+    if (j.contains(key)) out.emplace_back(j.at("step").get<long>(), j.at(key).get<double>());
   }
   return out;
 }

@@ -40,6 +40,27 @@ TEST(TrainDist, PipelinedAndUnpipelinedAdamWCurvesAgree) {
   expect_same_curve(train("--nproc 2 --schedule gpipe --vpp 1 --steps 4", dir + "/gpipe.jsonl"), ref);
 }
 
+// The held-out loss through the forward-only schedule: every layout (1F1B,
+// interleaved, MPipe with a transposed layer) reports the unpipelined value at
+// the evaluated steps, and training is what it is without evaluation.
+TEST(TrainDist, HeldOutLossIsTheSameUnderEveryLayout) {
+  const std::string dir = fresh_dir("eval");
+  const std::string eval = " --steps 4 --eval-interval 3 --eval-iters 2";
+  const auto ref = train("--nproc 1 --schedule no-pipelining --vpp 1" + eval, dir + "/ref.jsonl");
+  const auto ref_val = read_losses(dir + "/ref.jsonl", "val_loss");
+  ASSERT_EQ(ref_val.size(), 2u);  // step 3 and the last
+  EXPECT_EQ(ref_val[0].first, 3);
+  EXPECT_EQ(ref_val[1].first, 4);
+  EXPECT_LT(ref_val[1].second, ref_val[0].second);
+  expect_same_curve(train("--nproc 1 --schedule no-pipelining --vpp 1 --steps 4", dir + "/plain.jsonl"), ref);
+  for (const std::string layout : {"--nproc 4 --schedule 1f1b --vpp 1", "--nproc 2 --schedule interleaved --vpp 2",
+                                   "--nproc 4 --schedule mpipe --vpp 1 --transpose-layers 1"}) {
+    const std::string metrics = dir + "/" + std::to_string(std::hash<std::string>()(layout)) + ".jsonl";
+    expect_same_curve(train(layout + eval, metrics), ref);
+    expect_same_curve(read_losses(metrics, "val_loss"), ref_val);
+  }
+}
+
 // Tied copies on one rank (interleaved v 2 on a single rank) and on two ranks
 // (a VL model's text body), with gradient accumulation: the same curve as the
 // unsplit model, so the tied sum and the accumulation's scaling compose.
