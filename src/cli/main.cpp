@@ -11,6 +11,7 @@
 #ifdef HYPERPIPE_WITH_TORCH
 #include "cli/bench_command.hpp"
 #include "cli/checkpoint_command.hpp"
+#include "cli/generate_command.hpp"
 #include "cli/train_command.hpp"
 #endif
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   hp::cli::add_train_command(app, &exit_code);
   hp::cli::add_bench_command(app, &exit_code);
   hp::cli::add_checkpoint_command(app, &exit_code);
+  hp::cli::add_generate_command(app, &exit_code);
 #endif
   hp::cli::add_launch_command(app, &exit_code);
   try {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "model/hyper_connection.hpp"
+#include "model/kv_cache.hpp"
 #include "model/layers.hpp"
 #include "model/loss_injection.hpp"
 #include "model/mtp.hpp"
@@ -144,7 +145,7 @@ std::vector<int64_t> GPTChunk::output_shape(int64_t batch, int64_t seq) const {
 
 c10::ScalarType GPTChunk::activation_dtype() const { return to_scalar_type(config_.dtype); }
 
-torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& prefix) {
+torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& prefix, int64_t offset) {
   const auto fail_here = [this](const std::string& msg) {
     fail("GPTChunk stage " + std::to_string(stage_) + ": " + msg);
   };
@@ -163,8 +164,8 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
     }
   }
   const int64_t seq = prefix_len + tokens.size(1);
-  if (tokens.size(1) < 1 || seq > config_.max_seq_len) {
-    fail_here("sequence length " + std::to_string(seq) + " must be in 1..model.max_seq_len " +
+  if (tokens.size(1) < 1 || offset + seq > config_.max_seq_len) {
+    fail_here("sequence length " + std::to_string(offset + seq) + " must be in 1..model.max_seq_len " +
               std::to_string(config_.max_seq_len));
   }
   if (tokens.numel() > 0) {
@@ -176,13 +177,15 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
   }
   torch::Tensor x = word_->forward(tokens);
   if (prefix.defined()) x = at::cat({prefix, x}, 1);
-  x = x + position_->weight.narrow(0, 0, seq);
+  x = x + position_->weight.narrow(0, offset, seq);
   // mHC: the residual leaves the embedding as n streams.
   return config_.enable_mhc_connections ? expand_streams(x, config_.mhc_num_residual_streams) : x;
 }
 
-torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input, const torch::Tensor& target) {
-  for (auto& block : blocks_) x = block->forward(x);
+torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input, const torch::Tensor& target,
+                                   KVCache* cache) {
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    x = blocks_[i]->forward(x, cache ? &cache->layers[layer_begin_ + static_cast<int>(i)] : nullptr);
   if (last_) {
     // mHC: GPT contracts the streams by their mean before the final norm.
     if (config_.enable_mhc_connections) x = contract_streams_mean(x, config_.mhc_num_residual_streams);
@@ -192,7 +195,7 @@ torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input, 
       return lm_head_ ? lm_head_->forward(n) : at::linear(n, word_->weight);
     };
     x = head(hidden);
-    if (mtp_) {
+    if (mtp_ && !cache) {
       if (!target.defined())
         fail("GPTChunk stage " + std::to_string(stage_) + ": multi-token prediction needs the target (forward_with_target)");
       const auto m = mtp_->losses(hidden, target, [this](const torch::Tensor& ids) { return word_->forward(ids); }, head);
@@ -218,6 +221,14 @@ torch::Tensor GPTChunk::forward_with_target(const torch::Tensor& input, const to
   };
   if (!input.defined()) fail_here("input is an undefined tensor");
   if (first_) return run_layers(embed(input, torch::Tensor()), input, target);
+  check_hidden(input, 0);
+  return run_layers(input, input, target);
+}
+
+void GPTChunk::check_hidden(const torch::Tensor& input, int64_t offset) const {
+  const auto fail_here = [this](const std::string& msg) {
+    fail("GPTChunk stage " + std::to_string(stage_) + ": " + msg);
+  };
   const auto dtype = to_scalar_type(config_.dtype);
   if (input.dim() != 3 || input.size(2) != config_.residual_width() || input.scalar_type() != dtype) {
     fail_here("expects hidden states " + std::string(c10::toString(dtype)) + " [batch, seq, " +
@@ -226,11 +237,24 @@ torch::Tensor GPTChunk::forward_with_target(const torch::Tensor& input, const to
               std::string(c10::toString(input.scalar_type())) + " " + shape_text(input));
   }
   const int64_t seq = input.size(1);
-  if (seq < 1 || seq > config_.max_seq_len) {
-    fail_here("sequence length " + std::to_string(seq) + " must be in 1..model.max_seq_len " +
+  if (seq < 1 || offset + seq > config_.max_seq_len) {
+    fail_here("sequence length " + std::to_string(offset + seq) + " must be in 1..model.max_seq_len " +
               std::to_string(config_.max_seq_len));
   }
-  return run_layers(input, input, target);
+}
+
+torch::Tensor GPTChunk::decode(const torch::Tensor& input, KVCache& cache) {
+  if (!input.defined()) fail("GPTChunk stage " + std::to_string(stage_) + ": input is an undefined tensor");
+  torch::Tensor x;
+  if (first_) {
+    x = embed(input, torch::Tensor(), cache.positions);
+  } else {
+    check_hidden(input, cache.positions);
+    x = input;
+  }
+  x = run_layers(x, input, torch::Tensor(), &cache);
+  cache.positions += input.size(1);
+  return x;
 }
 
 std::vector<std::string> GPTChunk::tied_parameter_names() const {

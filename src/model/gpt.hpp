@@ -33,6 +33,7 @@
 namespace hp::model {
 
 class Embedding;
+struct KVCache;
 class LayerNorm;
 class MultiTokenPrediction;
 class Linear;
@@ -76,6 +77,12 @@ class GPTChunk : public torch::nn::Module {
   // forward(input) plus the MTP loss over `target` (the next tokens), which
   // enters backward through the returned logits (model/mtp.hpp).
   torch::Tensor forward_with_target(const torch::Tensor& input, const torch::Tensor& target);
+  // Decoding (generation): input covers the positions after the cache's
+  // (token ids on the first stage, hidden states elsewhere); attention reads
+  // and extends the cache, whose position count advances by the input's
+  // length, up to max_seq_len. Returns what forward() returns for those
+  // positions; multi-token prediction does not run. Call under no-grad.
+  torch::Tensor decode(const torch::Tensor& input, KVCache& cache);
   bool has_mtp() const { return mtp_ != nullptr; }
   const std::shared_ptr<MultiTokenPrediction>& mtp() const { return mtp_; }
   // The MTP loss's weight per micro-batch (1 / micro-batches, as the main
@@ -106,8 +113,12 @@ class GPTChunk : public torch::nn::Module {
 
  private:
   void build(const ChunkLayout& layout);
-  torch::Tensor run_layers(torch::Tensor x, const torch::Tensor& input, const torch::Tensor& target = {});
-  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& prefix);
+  torch::Tensor run_layers(torch::Tensor x, const torch::Tensor& input, const torch::Tensor& target = {},
+                           KVCache* cache = nullptr);
+  // Positions [offset, offset + P + S) of the prefix and the tokens.
+  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& prefix, int64_t offset = 0);
+  // A middle or last stage's input at positions [offset, offset + seq).
+  void check_hidden(const torch::Tensor& input, int64_t offset) const;
 
   TransformerConfig config_;
   int stage_;

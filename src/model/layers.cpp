@@ -1,6 +1,7 @@
 #include "model/layers.hpp"
 
 #include "model/hyper_connection.hpp"
+#include "model/kv_cache.hpp"
 
 #include <cmath>
 #include <limits>
@@ -44,14 +45,25 @@ CausalSelfAttention::CausalSelfAttention(const TransformerConfig& config)
   proj_ = register_module("proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
 }
 
-torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x) {
+torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCache* cache) {
   const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2);
   // [batch, seq, 3, heads, head_dim] -> [3, batch, heads, seq, head_dim]
   const auto qkv =
       qkv_->forward(x).view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
-  const auto q = qkv[0], k = qkv[1], v = qkv[2];
+  auto q = qkv[0], k = qkv[1], v = qkv[2];
+  int64_t past = 0;
+  if (cache) {
+    if (cache->keys.defined()) {
+      past = cache->keys.size(2);
+      k = at::cat({cache->keys, k}, 2);
+      v = at::cat({cache->values, v}, 2);
+    }
+    cache->keys = k;
+    cache->values = v;
+  }
   auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
-  const auto future = at::ones({seq, seq}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  // Query i sits at position past + i: it sees keys 0 .. past + i.
+  const auto future = at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   const auto y = at::matmul(at::softmax(scores, -1), v);  // [batch, heads, seq, head_dim]
   return proj_->forward(y.transpose(1, 2).reshape({batch, seq, hidden}));
@@ -89,14 +101,14 @@ void TransformerBlock::set_mhc_recompute(bool on) {
   mlp_hc_->set_recompute(on);
 }
 
-torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
+torch::Tensor TransformerBlock::forward(const torch::Tensor& x, AttentionCache* cache) {
   if (attention_hc_) {
-    const auto h = attention_hc_->forward(x, [this](const torch::Tensor& u) {
-      return attention_->forward(attn_norm_->forward(u));
+    const auto h = attention_hc_->forward(x, [this, cache](const torch::Tensor& u) {
+      return attention_->forward(attn_norm_->forward(u), cache);
     });
     return mlp_hc_->forward(h, [this](const torch::Tensor& u) { return mlp_->forward(mlp_norm_->forward(u)); });
   }
-  const auto h = x + attention_->forward(attn_norm_->forward(x));
+  const auto h = x + attention_->forward(attn_norm_->forward(x), cache);
   return h + mlp_->forward(mlp_norm_->forward(h));
 }
 

@@ -49,13 +49,18 @@ class Embedding : public torch::nn::Module {
   torch::Tensor weight;
 };
 
+struct AttentionCache;
+
 // Causal multi-head self-attention: fused "qkv" projection [hidden -> 3*hidden],
 // softmax(q k^T / sqrt(head_dim)) with future positions masked, "proj" output
 // projection. [batch, seq, hidden] -> [batch, seq, hidden]; any seq length.
+// With a cache (decoding) x holds the positions after the cached ones: they
+// attend to the cached keys and values and to each other causally, and the
+// cache grows by them.
 class CausalSelfAttention : public torch::nn::Module {
  public:
   explicit CausalSelfAttention(const TransformerConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x, AttentionCache* cache = nullptr);
 
  private:
   int64_t heads_;
@@ -85,7 +90,8 @@ class HyperConnection;
 class TransformerBlock : public torch::nn::Module {
  public:
   explicit TransformerBlock(const TransformerConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
+  // cache: the attention's (decoding; see CausalSelfAttention).
+  torch::Tensor forward(const torch::Tensor& x, AttentionCache* cache = nullptr);
   // Selective mHC recompute of both hyper-connections (no-op without mHC).
   void set_mhc_recompute(bool on);
 

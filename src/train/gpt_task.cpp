@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
+
+#include "train/checkpoint.hpp"
+
 namespace hp::train {
 
 GptTask::GptTask(GptTaskOptions options) : options_(std::move(options)), data_(options_.data) {}
@@ -49,9 +53,43 @@ std::string gpt_checkpoint_metadata(const model::TransformerConfig& m) {
   j["vocab"] = m.vocab_size;
   j["tie-embeddings"] = m.tie_embeddings;
   // mHC adds parameters: a checkpoint with other streams does not load.
-  if (m.enable_mhc_connections) j["mhc-streams"] = m.mhc_num_residual_streams;
+  if (m.enable_mhc_connections) {
+    j["mhc-streams"] = m.mhc_num_residual_streams;
+    j["mhc-sinkhorn-iterations"] = m.mhc_sinkhorn_iterations;  // part of the forward, so of decoding
+  }
   if (m.mtp_num_layers > 0) j["mtp-layers"] = m.mtp_num_layers;
   return j.dump();
+}
+
+model::TransformerConfig gpt_config_from_checkpoint(const CheckpointInfo& info) {
+  auto fail = [&](const std::string& m) { throw std::invalid_argument("--load " + info.path + ": " + m); };
+  const nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
+  if (j.contains("model")) fail("a checkpoint of the " + j.at("model").get<std::string>() + " model, not a GPT");
+  for (const char* key : {"layers", "hidden", "heads", "ffn-hidden", "vocab"})
+    if (!j.contains(key)) fail(std::string("its metadata does not record the GPT's ") + key);
+  model::TransformerConfig m;
+  m.num_layers = j.at("layers").get<int>();
+  m.hidden_size = j.at("hidden").get<int>();
+  m.num_attention_heads = j.at("heads").get<int>();
+  m.ffn_hidden_size = j.at("ffn-hidden").get<int>();
+  m.vocab_size = j.at("vocab").get<int>();
+  m.tie_embeddings = j.value("tie-embeddings", false);
+  m.mtp_num_layers = j.value("mtp-layers", 0);
+  if (j.contains("mhc-streams")) {
+    m.enable_mhc_connections = true;
+    m.mhc_num_residual_streams = j.at("mhc-streams").get<int>();
+    m.mhc_sinkhorn_iterations = j.value("mhc-sinkhorn-iterations", m.mhc_sinkhorn_iterations);
+  }
+  bool found = false;
+  for (const CheckpointEntry& e : info.params) {
+    if (e.name == "embedding.position.weight" && e.shape.size() == 2) {
+      m.max_seq_len = static_cast<int>(e.shape[0]);
+      m.dtype = e.dtype == "Double" ? model::DType::Float64 : model::DType::Float32;
+      found = true;
+    }
+  }
+  if (!found) fail("it holds no embedding.position.weight [positions, hidden]");
+  return m;
 }
 
 std::string GptTask::describe() const {

@@ -42,4 +42,10 @@ class GptTask : public Task {
 // The GPT's shape as a checkpoint records it (JSON text), without the layout.
 std::string gpt_checkpoint_metadata(const model::TransformerConfig& model);
 
+struct CheckpointInfo;
+// The GPT a checkpoint holds, back from its metadata; the position table
+// gives max_seq_len and the word embedding the dtype. Throws
+// std::invalid_argument "--load PATH: ..." for another model family.
+model::TransformerConfig gpt_config_from_checkpoint(const CheckpointInfo& info);
+
 }  // namespace hp::train

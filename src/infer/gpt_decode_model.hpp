@@ -1,0 +1,25 @@
+// The GPT as a decoder (infer/decode_model.hpp): one rank's chunks of a
+// layout, each keeping a KV cache per micro-batch (model/kv_cache.hpp) so a
+// new token costs one position. Parameters have the training names, so any
+// checkpoint loads into any decoding layout.
+#pragma once
+
+#include <vector>
+
+#include "infer/decode_model.hpp"
+#include "model/transformer_config.hpp"
+#include "schedule/schedule.hpp"
+
+namespace hp::infer {
+
+// Checks the config and that the layout gives every stage a layer; throws
+// std::invalid_argument naming the option (model.num_layers, schedule.pp, ...).
+// mHC is refused when the layout has more than one rank: like Megatron's
+// inference wrappers, whose receive buffers carry one residual stream.
+void check_gpt_decode_layout(const model::TransformerConfig& config, const schedule::ScheduleOptions& layout);
+
+// rows: sequences per micro-batch (the same in every micro).
+DecodeModel build_gpt_decode_model(const model::TransformerConfig& config, const schedule::ScheduleOptions& layout,
+                                   int rank, std::int64_t rows);
+
+}  // namespace hp::infer
