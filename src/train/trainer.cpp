@@ -92,17 +92,24 @@ void TrainOptions::validate(const Task& task) const {
 namespace {
 
 // Every file of the checkpoint is checked (checksums) and its model compared with this run's,
-// key by key (a key only one side has is not compared: older checkpoints lack some).
+// key by key, naming the keys that differ (a key only one side has differs too, e.g. mHC's
+// streams; but checkpoints saved before "seq-len" was recorded lack it).
 void validate_checkpoint_shape(const std::string& load, const Task& task) {
   const CheckpointInfo info = verify_checkpoint(load);
   if (info.metadata_json.empty()) return;
   const auto saved = nlohmann::json::parse(info.metadata_json);
   const auto mine = nlohmann::json::parse(task.checkpoint_metadata());
+  if (!saved.is_object() || !mine.is_object()) return;
+  std::set<std::string> keys;
+  for (auto it = saved.begin(); it != saved.end(); ++it) keys.insert(it.key());
+  for (auto it = mine.begin(); it != mine.end(); ++it) keys.insert(it.key());
+  auto value = [](const nlohmann::json& j, const std::string& k) { return j.contains(k) ? j.at(k).dump() : "(none)"; };
   std::string theirs, ours;
-  for (auto it = saved.begin(); saved.is_object() && it != saved.end(); ++it) {
-    if (!mine.contains(it.key()) || mine.at(it.key()) == it.value()) continue;
-    theirs += " --" + it.key() + " " + it.value().dump();
-    ours += " --" + it.key() + " " + mine.at(it.key()).dump();
+  for (const auto& k : keys) {
+    if (k == "seq-len" && !saved.contains(k)) continue;
+    if (saved.contains(k) && mine.contains(k) && saved.at(k) == mine.at(k)) continue;
+    theirs += " --" + k + " " + value(saved, k);
+    ours += " --" + k + " " + value(mine, k);
   }
   if (!theirs.empty())
     throw std::invalid_argument("--load " + load + ": " + info.path + "/meta.json was saved for a model with" + theirs +
