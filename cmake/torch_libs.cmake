@@ -15,7 +15,9 @@ hp_torch_layer(comm TEST_DEPS hp_launch)
 # The runtime runs stages; the GPT and VL models its tests pipeline come from model/.
 hp_torch_layer(runtime DEPS hp_schedule hp_comm TEST_DEPS hp_model hp_data hp_launch)
 hp_torch_layer(model DEPS hp_runtime TEST_DEPS hp_data)
-hp_torch_layer(train DEPS hp_model hp_data)
+# zlib's crc32 checksums the checkpoint files (LibTorch itself links zlib).
+find_package(ZLIB REQUIRED)
+hp_torch_layer(train DEPS hp_model hp_data ZLIB::ZLIB)
 # Generation: decoders over the forward-only pipeline; its tests start ranks and load checkpoints.
 hp_torch_layer(infer DEPS hp_model TEST_DEPS hp_train hp_launch)
 set(HP_TORCH_LIBS hp_infer hp_train hp_model hp_runtime hp_comm hp_data hp_schedule hp_launch CACHE INTERNAL "")

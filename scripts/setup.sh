@@ -9,6 +9,7 @@ packages=(
   libtorch-dev libgloo-dev            # LibTorch 1.13 with c10d; Gloo headers for ProcessGroupGloo.hpp
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
+  zlib1g-dev                          # crc32 of the checkpoint files
   librsvg2-bin                        # rsvg-convert: look at the SVG timelines as PNG
 )
 

@@ -90,7 +90,7 @@ struct Job {
 Job resolve(const GenerateArgs& a, int world) {
   if (a.load.empty()) throw std::invalid_argument("--load DIR is required: the checkpoint to decode from");
   Job job;
-  job.config = train::gpt_config_from_checkpoint(train::read_checkpoint_info(a.load));
+  job.config = train::gpt_config_from_checkpoint(train::verify_checkpoint(a.load));
   job.texts = prompt_texts(a);
   for (const auto& t : job.texts) job.prompts.push_back(encode(t));
   job.options = a.options;

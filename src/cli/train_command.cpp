@@ -120,14 +120,14 @@ Job resolve(const TrainArgs& a, int world) {
     std::stringstream in(a.fault);
     std::string rank, step;
     if (!std::getline(in, rank, ':') || !std::getline(in, step, ':') || !std::getline(in, o.fault.kind))
-      throw std::invalid_argument("--inject-fault '" + a.fault + "': expected RANK:STEP:exit|hang");
+      throw std::invalid_argument("--inject-fault '" + a.fault + "': expected RANK:STEP:exit|hang|nospace");
     try {
       size_t used_rank = 0, used_step = 0;
       o.fault.rank = std::stoi(rank, &used_rank);
       o.fault.step = std::stoll(step, &used_step);
       if (used_rank != rank.size() || used_step != step.size()) throw std::invalid_argument(a.fault);
     } catch (const std::exception&) {
-      throw std::invalid_argument("--inject-fault '" + a.fault + "': RANK and STEP must be integers (RANK:STEP:exit|hang)");
+      throw std::invalid_argument("--inject-fault '" + a.fault + "': RANK and STEP must be integers (RANK:STEP:exit|hang|nospace)");
     }
   }
   job.task = make_task(a, *dtype);
@@ -214,6 +214,12 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--data", a->data.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();
   cmd->add_option("--save", t.save, "checkpoint directory (written at the end)");
   cmd->add_option("--save-interval", t.save_interval, "also checkpoint every N steps")->capture_default_str();
+  cmd->add_option("--keep-last", t.keep.keep_last, "keep the newest N checkpoints (0 = all); never the one latest names")
+      ->capture_default_str();
+  cmd->add_option("--keep-every", t.keep.keep_every, "with --keep-last: also keep the steps that are multiples of K")
+      ->capture_default_str();
+  cmd->add_option("--save-failures", t.save_failures, "a failed save: stop (the job fails) or continue (warn, train on)")
+      ->capture_default_str();
   cmd->add_option("--load", t.load, "resume from this checkpoint directory");
   cmd->add_option("--metrics", t.metrics, "JSON lines, one per step");
   cmd->add_option("--eval-interval", t.eval_interval, "held-out loss every N steps and after the last (0 = never)")
@@ -223,7 +229,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
                   "held-out tokens (same forms as --data); default: the embedded corpus's held-out tail");
   cmd->add_option("--log-interval", t.log_interval, "steps between log lines (no TTY)")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
-  cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang makes that rank fail at that step");
+  cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang|nospace makes that rank fail at that step (nospace: its save)");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
   cmd->callback([a, exit_code, nproc] {
     const bool as_rank = comm::has_environment();

@@ -6,8 +6,9 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -188,6 +189,26 @@ class EnvBuilder {
   std::vector<std::string> vars_;
 };
 
+// command[0] as execvp would find it (through PATH when it has no '/'), resolved before fork.
+std::string find_program(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t begin = 0;
+  while (begin <= dirs.size()) {
+    std::size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(begin, end - begin);
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    begin = end + 1;
+  }
+  return name;  // execve fails with ENOENT, reported as for posix_spawnp
+}
+
 class Launch {
  public:
   explicit Launch(const LaunchOptions& o) : o_(o) {
@@ -206,6 +227,9 @@ class Launch {
     const auto start = Clock::now();
 
     for (int r = 0; r < o_.nproc; ++r) {
+      // A SIGINT/SIGTERM while starting many ranks stops at once (the loop below stops the
+      // ranks already started) instead of after the last one.
+      if (g_signal != 0) break;
       ranks_[r].rank = r;
       std::string error = spawn(ranks_[r], port);
       if (!error.empty()) {
@@ -292,29 +316,62 @@ class Launch {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
 
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGPIPE);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = -1;
-    int rc = ::posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    const std::string program = find_program(args[0]);
+    int status_pipe[2];  // the child writes exec's errno here; closed by a successful exec
+    if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+      const int e = errno;
+      for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+      return std::string("pipe2: ") + std::strerror(e);
+    }
+    // fork + exec rather than posix_spawn: the child must ask for a parent-death signal
+    // (prctl), which posix_spawn cannot. The launcher's signals are blocked across fork so that
+    // its handler never runs in the child; the child runs only async-signal-safe calls.
+    sigset_t all, saved;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, &saved);
+    const pid_t launcher = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      // Ranks die with their launcher (like torchrun's agent arranges), even on its kill -9;
+      // SIGKILL also reaches a stopped rank. Checked after: the launcher may already be gone.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher) ::_exit(127);
+      const int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0 && null_fd != 0) {
+        ::dup2(null_fd, 0);
+        ::close(null_fd);
+      }
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigemptyset(&dfl.sa_mask);
+      for (int sig : {SIGINT, SIGTERM, SIGPIPE}) ::sigaction(sig, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execve(program.c_str(), argv.data(), envp.data());
+      const int e = errno;
+      [[maybe_unused]] ssize_t n = ::write(status_pipe[1], &e, sizeof(e));
+      ::_exit(127);
+    }
+    const int fork_errno = errno;
+    if (pid > 0) ::setpgid(pid, pid);  // also here: the stop path signals -pid at once
+    ::sigprocmask(SIG_SETMASK, &saved, nullptr);
+    ::close(status_pipe[1]);
     ::close(out[1]);
     ::close(err[1]);
+    int exec_errno = 0;
+    if (pid > 0) {
+      ssize_t n;
+      do n = ::read(status_pipe[0], &exec_errno, sizeof(exec_errno));
+      while (n < 0 && errno == EINTR);
+      if (n != static_cast<ssize_t>(sizeof(exec_errno))) exec_errno = 0;
+      if (exec_errno != 0) ::waitpid(pid, nullptr, 0);
+    }
+    ::close(status_pipe[0]);
+    const int rc = pid < 0 ? fork_errno : exec_errno;
     if (rc != 0) {
       ::close(out[0]);
       ::close(err[0]);

@@ -2,14 +2,17 @@
 // `torchrun --standalone --nproc-per-node N --no-python CMD...`.
 //
 // No LibTorch here: the launcher process must start no threads of its own
-// before it starts the ranks, and it never forks without exec (posix_spawn).
+// before it starts the ranks; it forks and execs at once (the child only calls
+// async-signal-safe functions: setpgid, prctl, dup2, sigaction, execve).
 //
 // Contract of launch_local():
 // - Starts opts.nproc copies of opts.command (argv; command[0] is searched in
 //   PATH) with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 //   MASTER_PORT set, OMP_NUM_THREADS = max(1, cores / nproc) unless already set
 //   (in the environment or in extra_env), then opts.extra_env. stdin is
-//   /dev/null; each rank runs in its own process group.
+//   /dev/null; each rank runs in its own process group and gets SIGKILL when
+//   the launcher dies (PR_SET_PDEATHSIG), so a kill -9 of the launcher leaves
+//   no rank behind.
 // - Every line a rank writes to stdout/stderr reaches opts.on_output (default:
 //   the same stream of this process, prefixed "[rank R] "), line by line, in
 //   the order each rank wrote them.
@@ -20,7 +23,8 @@
 //   opts.shutdown_grace; launch_local returns that rank's status (C, or
 //   128 + S for a signal). When every rank exits 0 it returns 0.
 // - SIGINT/SIGTERM received while it runs are forwarded to the ranks (SIGKILL
-//   after the grace period) and the result is 128 + that signal. The previous
+//   after the grace period) and the result is 128 + that signal; one received
+//   while it is still starting ranks starts no more. The previous
 //   signal dispositions are restored before returning.
 // - opts.job_timeout > 0 bounds the whole job: past it the ranks are stopped
 //   the same way and the result is 124.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
@@ -27,7 +28,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kFormat = "hyperpipe-checkpoint";
-constexpr int kVersion = 1;
+// Version 2 added the checksums ("files", "checksum"); version 1 still loads, unverified.
+constexpr int kVersion = 2;
 
 template <typename... Ts>
 std::string cat(const Ts&... parts) {
@@ -70,16 +72,71 @@ fs::path tmp_sibling(const fs::path& p) {
   return t;
 }
 
+WriteFault& write_fault() {
+  static WriteFault fault;
+  return fault;
+}
+
+std::uint32_t crc32_of(const std::string& data) {
+  // zlib's crc32_z takes a size_t length (crc32 only a uInt).
+  return static_cast<std::uint32_t>(
+      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), data.size()));
+}
+
+std::string crc_hex(std::uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08x", crc);
+  return buf;
+}
+
+// Creates or truncates path and writes data, then fsyncs it. Our own write loop (rather than an
+// ofstream or the archive's writer) so that a failure can say which file, how many of its bytes
+// were written and the errno; the partial file is removed before the error is thrown.
+void write_file(const fs::path& path, const std::string& data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(cat("cannot create ", path.string(), ": ", std::strerror(errno)));
+  std::size_t done = 0;
+  auto fail = [&](int err, const char* doing) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    throw std::runtime_error(cat("cannot ", doing, " ", path.string(), " (", done, " of ", data.size(),
+                                 " bytes written): ", std::strerror(err)));
+  };
+  while (done < data.size()) {
+    const std::size_t chunk = std::min<std::size_t>(data.size() - done, std::size_t(1) << 16);
+    if (write_fault())
+      if (const int err = write_fault()(path.string(), done, data.size())) fail(err, "write");
+    const ssize_t n = ::write(fd, data.data() + done, chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(errno, "write");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) fail(errno, "sync");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());
+    throw std::runtime_error(cat("cannot close ", path.string(), ": ", std::strerror(err)));
+  }
+}
+
+void rename_path(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) throw std::runtime_error(cat("cannot rename ", from.string(), " to ", to.string(), ": ", ec.message()));
+}
+
 void write_text_atomic(const fs::path& path, const std::string& text) {
   const fs::path tmp = tmp_sibling(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error(cat("cannot write ", tmp.string()));
+  write_file(tmp, text);
+  try {
+    rename_path(tmp, path);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
   }
-  fsync_path(tmp, false);
-  fs::rename(tmp, path);
 }
 
 std::string read_text(const fs::path& path) {
@@ -88,6 +145,29 @@ std::string read_text(const fs::path& path) {
   std::ostringstream os;
   os << in.rdbuf();
   return os.str();
+}
+
+// "step-<N>" as DIR/latest names it, or "" when there is none or it cannot be read.
+std::string latest_name(const fs::path& root) {
+  std::ifstream in(root / "latest");
+  std::string name;
+  if (!(in >> name)) return {};
+  return name;
+}
+
+// The checksum of meta.json: of the text dump(1) writes for it without the "checksum" key
+// (nlohmann keeps keys sorted, so the text is a function of the content).
+std::string meta_checksum(json meta) {
+  meta.erase("checksum");
+  return crc_hex(crc32_of(meta.dump(1)));
+}
+
+// A LibTorch error's first line, without the C++ stack trace it carries.
+std::string first_line(const std::exception& e) {
+  std::string s = e.what();
+  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) s = c10e->what_without_backtrace();
+  const auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
 at::Tensor scalar_i64(std::int64_t v) { return at::scalar_tensor(static_cast<double>(v), at::kLong); }
@@ -173,8 +253,12 @@ void write_checkpoint_shard(const std::string& dir, std::int64_t step, int rank,
   }
 
   const fs::path tmp_dir = fs::path(dir) / (step_name(step) + ".tmp");
+  const fs::path shard = tmp_dir / shard_name(rank);
+  const fs::path manifest_path = tmp_dir / manifest_name(rank);
   try {
-    fs::create_directories(tmp_dir);
+    std::error_code ec;
+    fs::create_directories(tmp_dir, ec);
+    if (ec) throw std::runtime_error(cat("cannot create ", tmp_dir.string(), ": ", ec.message()));
     torch::serialize::OutputArchive archive;
     json manifest;
     manifest["step"] = step;
@@ -202,17 +286,25 @@ void write_checkpoint_shard(const std::string& dir, std::int64_t step, int rank,
     archive.write("checkpoint.rank", scalar_i64(rank));
     archive.write("checkpoint.world_size", scalar_i64(world_size));
 
-    const fs::path shard = tmp_dir / shard_name(rank);
-    const fs::path shard_tmp = tmp_sibling(shard);
-    archive.save_to(shard_tmp.string());
-    fsync_path(shard_tmp, false);
-    fs::rename(shard_tmp, shard);
-    write_text_atomic(tmp_dir / manifest_name(rank), manifest.dump(1));
+    // Serialized in memory first: the CRC-32 goes into the manifest, and the file is written by
+    // write_file, whose errors name the file and the bytes.
+    std::string bytes;
+    archive.save_to([&bytes](const void* data, std::size_t n) {
+      bytes.append(static_cast<const char*>(data), n);
+      return n;
+    });
+    manifest["file_bytes"] = bytes.size();
+    manifest["file_crc32"] = crc_hex(crc32_of(bytes));
+    write_text_atomic(shard, bytes);
+    write_text_atomic(manifest_path, manifest.dump(1));
     fsync_path(tmp_dir, true);
   } catch (const std::invalid_argument&) {
     throw;
   } catch (const std::exception& e) {
-    throw std::runtime_error(cat("--save ", dir, ": writing shard ", rank, " of step ", step, " failed: ", e.what()));
+    // Nothing of this rank's attempt stays behind (a retry or the next save would clean it too).
+    std::error_code ec;
+    for (const fs::path& p : {shard, tmp_sibling(shard), manifest_path, tmp_sibling(manifest_path)}) fs::remove(p, ec);
+    throw std::runtime_error(cat("--save ", dir, ": writing shard ", rank, " of step ", step, " failed: ", first_line(e)));
   }
 }
 
@@ -231,6 +323,7 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
     meta["world_size"] = world_size;
     json shards = json::array();
     json params = json::object();
+    json files = json::object();
     std::int64_t adam_step = 0;
     for (int r = 0; r < world_size; ++r) {
       const fs::path shard = tmp_dir / shard_name(r);
@@ -245,6 +338,9 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
                                      m.at("rank").dump(), " of ", m.at("world_size").dump(), ", not step ", step,
                                      " rank ", r, " of ", world_size));
       if (r == 0) adam_step = m.at("adam_step").get<std::int64_t>();
+      if (!m.contains("file_bytes") || !m.contains("file_crc32"))
+        throw std::runtime_error(cat(manifest_path.string(), " lacks the shard's size and checksum"));
+      files[shard_name(r)] = json{{"bytes", m.at("file_bytes")}, {"crc32", m.at("file_crc32")}};
       for (auto it = m.at("params").begin(); it != m.at("params").end(); ++it) {
         auto prev = params.find(it.key());
         if (prev != params.end()) {  // a copy held by several ranks: keep the lowest rank's
@@ -263,6 +359,8 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
     meta["optimizer_step"] = adam_step;
     meta["metadata"] = metadata;
     meta["params"] = std::move(params);
+    meta["files"] = std::move(files);
+    meta["checksum"] = meta_checksum(meta);
     write_text_atomic(tmp_dir / "meta.json", meta.dump(1));
 
     // Leftovers of an earlier interrupted save of this step (partial files, more ranks).
@@ -284,7 +382,7 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
       if (entry.is_directory() && std::regex_match(n, stale_dir_re())) fs::remove_all(entry.path());
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error(cat("--save ", dir, ": finalizing step ", step, " failed: ", e.what()));
+    throw std::runtime_error(cat("--save ", dir, ": finalizing step ", step, " failed: ", first_line(e)));
   }
 }
 
@@ -298,6 +396,152 @@ void save_checkpoint(const std::string& dir, std::int64_t step, int rank, int wo
   if (barrier) barrier();
   if (rank == 0) finalize_checkpoint(dir, step, world_size, metadata_json);
   if (barrier) barrier();
+}
+
+namespace {
+
+// meta.json of a step directory, its checksum verified (version 2), in one line on failure.
+json read_meta(const std::string& path, const fs::path& step_dir) {
+  const fs::path file = step_dir / "meta.json";
+  json meta;
+  try {
+    meta = json::parse(read_text(file));
+  } catch (const json::exception& e) {
+    bad_load(path, cat(file.string(), " is corrupt or truncated (not valid JSON: ", e.what(), ")"));
+  } catch (const std::exception& e) {
+    bad_load(path, cat("cannot read ", file.string(), ": ", e.what()));
+  }
+  if (!meta.is_object() || meta.value("format", "") != kFormat)
+    bad_load(path, cat(file.string(), " is not a ", kFormat, " file"));
+  const int version = meta.value("version", 0);
+  if (version != 1 && version != kVersion)
+    bad_load(path, cat(file.string(), " has version ", meta.value("version", json()).dump(), "; this build reads 1 and ", kVersion));
+  if (version >= 2) {
+    const std::string want = meta.value("checksum", "");
+    const std::string got = meta_checksum(meta);
+    if (want != got)
+      bad_load(path, cat(file.string(), " is corrupt (its CRC-32 is ", got, ", it records ", want.empty() ? "none" : want, ")"));
+  }
+  return meta;
+}
+
+// A shard file's bytes, checked against meta.json's size and CRC-32 when it records them.
+std::string read_shard(const std::string& path, const fs::path& step_dir, const json& meta, const std::string& name) {
+  const fs::path file = step_dir / name;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) bad_load(path, cat(file.string(), " is missing"));
+  std::string bytes;
+  try {
+    bytes = read_text(file);
+  } catch (const std::exception& e) {
+    bad_load(path, e.what());
+  }
+  if (!meta.contains("files")) return bytes;  // version 1
+  const auto it = meta.at("files").find(name);
+  if (it == meta.at("files").end()) bad_load(path, cat(file.string(), " has no checksum in meta.json"));
+  const auto want_bytes = it->at("bytes").get<std::uint64_t>();
+  if (bytes.size() < want_bytes)
+    bad_load(path, cat(file.string(), " is truncated (", bytes.size(), " of ", want_bytes, " bytes)"));
+  if (bytes.size() != want_bytes)
+    bad_load(path, cat(file.string(), " has ", bytes.size(), " bytes, meta.json records ", want_bytes));
+  const std::string want = it->at("crc32").get<std::string>();
+  const std::string got = crc_hex(crc32_of(bytes));
+  if (got != want) bad_load(path, cat(file.string(), " is corrupt (its CRC-32 is ", got, ", meta.json records ", want, ")"));
+  return bytes;
+}
+
+}  // namespace
+
+void set_checkpoint_write_fault(WriteFault fault) { write_fault() = std::move(fault); }
+
+SaveOutcome try_save_checkpoint(const std::string& dir, std::int64_t step, int rank, int world_size,
+                                const NamedParams& params, const AdamWState& optimizer,
+                                const std::string& metadata_json, const Agree& agree,
+                                const CheckpointRetention& keep) {
+  check_common(dir, step, world_size);
+  if (!agree && world_size > 1) bad_save(dir, cat("an agreement between the ranks is required with ", world_size, " ranks"));
+  parse_metadata(metadata_json, dir);
+  auto all_ok = [&](bool ok) { return agree ? agree(ok) : ok; };
+  SaveOutcome out;
+  try {
+    write_checkpoint_shard(dir, step, rank, world_size, params, optimizer);
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  bool ok = all_ok(out.error.empty());
+  if (ok && rank == 0) {
+    try {
+      finalize_checkpoint(dir, step, world_size, metadata_json);
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+  }
+  if (ok) ok = all_ok(out.error.empty());
+  const fs::path root(dir);
+  if (!ok) {
+    out.ok = false;
+    // Every rank is past its writes: rank 0 removes what the attempt left.
+    if (rank == 0) {
+      std::error_code ec;
+      fs::remove_all(root / (step_name(step) + ".tmp"), ec);
+      fs::remove(root / "latest.tmp", ec);
+    }
+    if (!out.error.empty()) {
+      const std::string latest = latest_name(root);
+      out.error += latest.empty() ? "; there is no earlier checkpoint" : "; " + latest + " stays the latest checkpoint";
+    }
+    return out;
+  }
+  if (rank == 0) prune_checkpoints(dir, keep);
+  return out;
+}
+
+std::vector<std::int64_t> prune_checkpoints(const std::string& dir, const CheckpointRetention& keep) {
+  std::vector<std::int64_t> removed;
+  if (keep.keep_last <= 0) return removed;
+  const fs::path root(dir);
+  const std::string latest = latest_name(root);
+  if (latest.empty()) return removed;  // without latest nothing is known to be complete
+  static const std::regex re(R"(step-([0-9]+))");
+  std::vector<std::int64_t> steps;  // complete checkpoints
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string n = entry.path().filename().string();
+    std::smatch m;
+    if (std::regex_match(n, m, re) && fs::exists(entry.path() / "meta.json")) steps.push_back(std::stoll(m[1].str()));
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::int64_t s = steps[i];
+    const bool kept = i < static_cast<std::size_t>(keep.keep_last) || (keep.keep_every > 0 && s % keep.keep_every == 0) ||
+                      step_name(s) == latest;
+    if (kept) continue;
+    // Renamed first: a kill during remove_all leaves a *.old, which no load reads.
+    const fs::path from = root / step_name(s);
+    fs::path old = from;
+    old += ".old";
+    fs::remove_all(old, ec);
+    fs::rename(from, old, ec);
+    if (ec) continue;
+    fs::remove_all(old, ec);
+    removed.push_back(s);
+  }
+  return removed;
+}
+
+void check_checkpoint_dir_writable(const std::string& dir) {
+  if (dir.empty()) throw std::invalid_argument("--save: a checkpoint directory is required");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) bad_save(dir, cat("cannot create the directory (", ec.message(), ")"));
+  if (!fs::is_directory(dir, ec)) bad_save(dir, "is not a directory");
+  const fs::path probe = fs::path(dir) / cat(".hyperpipe-write-test-", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) bad_save(dir, cat("cannot write a file in it (", std::strerror(errno), ")"));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 std::string resolve_checkpoint(const std::string& path) {
@@ -336,14 +580,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& nee
   LoadedCheckpoint out;
   out.path = resolve_checkpoint(path);
   const fs::path step_dir(out.path);
-  json meta;
-  try {
-    meta = json::parse(read_text(step_dir / "meta.json"));
-  } catch (const std::exception& e) {
-    bad_load(path, cat("cannot read ", (step_dir / "meta.json").string(), ": ", e.what()));
-  }
-  if (meta.value("format", "") != kFormat || meta.value("version", 0) != kVersion)
-    bad_load(path, cat((step_dir / "meta.json").string(), " is not a ", kFormat, " version ", kVersion, " file"));
+  const json meta = read_meta(path, step_dir);
   out.step = meta.at("step").get<std::int64_t>();
   out.world_size = meta.at("world_size").get<int>();
   out.metadata_json = meta.at("metadata").is_null() ? std::string() : meta.at("metadata").dump();
@@ -373,12 +610,15 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& nee
   for (const auto& [shard, names] : by_shard) {
     if (shard < 0 || shard >= static_cast<int>(shards.size()))
       bad_load(path, cat("meta.json names shard ", shard, " but lists ", shards.size(), " shards"));
-    const fs::path file = step_dir / shards.at(shard).get<std::string>();
+    const std::string shard_file = shards.at(shard).get<std::string>();
+    const fs::path file = step_dir / shard_file;
+    // The bytes that are checked are the bytes that are parsed.
+    const std::string bytes = read_shard(path, step_dir, meta, shard_file);
     torch::serialize::InputArchive archive;
     try {
-      archive.load_from(file.string(), c10::Device(c10::kCPU));
+      archive.load_from(bytes.data(), bytes.size(), c10::Device(c10::kCPU));
     } catch (const std::exception& e) {
-      bad_load(path, cat("cannot read shard ", file.string(), ": ", e.what()));
+      bad_load(path, cat("cannot read shard ", file.string(), ": ", first_line(e)));
     }
     auto read = [&](const std::string& key) {
       at::Tensor t;
@@ -408,9 +648,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& nee
 CheckpointInfo read_checkpoint_info(const std::string& path) {
   CheckpointInfo info;
   info.path = resolve_checkpoint(path);
-  json meta;
+  const json meta = read_meta(path, info.path);
   try {
-    meta = json::parse(read_text(fs::path(info.path) / "meta.json"));
     info.step = meta.at("step").get<std::int64_t>();
     info.world_size = meta.at("world_size").get<int>();
     info.metadata_json = meta.at("metadata").is_null() ? std::string() : meta.at("metadata").dump();
@@ -425,6 +664,17 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     }
   } catch (const std::exception& e) {
     bad_load(path, cat("cannot read ", (fs::path(info.path) / "meta.json").string(), ": ", e.what()));
+  }
+  return info;
+}
+
+CheckpointInfo verify_checkpoint(const std::string& path) {
+  CheckpointInfo info = read_checkpoint_info(path);
+  const json meta = read_meta(path, info.path);
+  try {
+    for (const auto& name : meta.at("shards")) read_shard(path, info.path, meta, name.get<std::string>());
+  } catch (const json::exception& e) {
+    bad_load(path, cat((fs::path(info.path) / "meta.json").string(), " is corrupt (", e.what(), ")"));
   }
   return info;
 }

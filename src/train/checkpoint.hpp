@@ -4,9 +4,12 @@
 //
 // Layout of DIR (the --save / --load directory):
 //   DIR/latest              "step-<N>\n": the checkpoint load picks (written to latest.tmp, renamed)
-//   DIR/step-<N>/meta.json  step, world_size, shards, optimizer_step, the caller's metadata, and
+//   DIR/step-<N>/meta.json  step, world_size, shards, optimizer_step, the caller's metadata,
 //                           "params": {name: {"shard": i, "shape": [...], "dtype": "Float",
-//                           "adam_state": true}} for every parameter
+//                           "adam_state": true}} for every parameter, "files": {"rank-<r>.pt":
+//                           {"bytes": n, "crc32": "89abcdef"}} and "checksum": the CRC-32 of
+//                           meta.json itself (of its text with "checksum" left out, as dump(1)
+//                           writes it). Version 1 files (no checksums) still load, unverified.
 //   DIR/step-<N>/rank-<r>.pt   flat torch::serialize archive: one entry per parameter under its
 //                           global name; "adam.exp_avg.<name>", "adam.exp_avg_sq.<name>",
 //                           "adam.step.<name>" (int64 scalar); scalars "adam.step",
@@ -21,7 +24,9 @@
 //      RENAME_EXCHANGE where the filesystem allows, else moved to step-<N>.old first, and
 //      deleted after), then DIR/latest, then delete stale step-*.tmp / step-*.old dirs
 //   4. barrier
-// Every file is written under a temporary name and renamed, and fsynced. A save killed at any
+// Every file is written under a temporary name and renamed, and fsynced. A write that fails
+// (disk full, read-only, missing directory) says which file, how many of its bytes were written
+// and why, and removes that temporary file. A save killed at any
 // point leaves DIR/latest naming the previous complete checkpoint: load never reads *.tmp dirs.
 // A parameter held by several ranks (a tied embedding copy) is read from the lowest rank.
 //
@@ -31,6 +36,7 @@
 // device of the tensors the caller says it needs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -58,6 +64,45 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
 void save_checkpoint(const std::string& dir, std::int64_t step, int rank, int world_size,
                      const NamedParams& params, const AdamWState& optimizer,
                      const std::string& metadata_json, const Barrier& barrier);
+
+// What a checkpoint directory keeps after a save (--keep-last, --keep-every): the newest
+// keep_last complete checkpoints (0: all), every step that is a multiple of keep_every (0: none
+// besides those), and always the one DIR/latest names.
+struct CheckpointRetention {
+  int keep_last = 0;
+  std::int64_t keep_every = 0;
+};
+
+// Removes the complete checkpoints of dir that `keep` does not keep (each is renamed to
+// step-<N>.old first, so a kill leaves nothing a load would read; the next save deletes it).
+// Returns the removed step numbers. Call only after the newest checkpoint is complete.
+std::vector<std::int64_t> prune_checkpoints(const std::string& dir, const CheckpointRetention& keep);
+
+// Testing: called before each write of a checkpoint file; returning an errno value (ENOSPC)
+// makes the write fail with it once `offset` bytes of the file are written. Empty: none.
+using WriteFault = std::function<int(const std::string& file, std::size_t offset, std::size_t size)>;
+void set_checkpoint_write_fault(WriteFault fault);
+
+// One rank's part of a collective outcome: returns true when every rank passed ok = true.
+using Agree = std::function<bool(bool ok)>;
+
+struct SaveOutcome {
+  bool ok = true;
+  std::string error;  // this rank's failure in one line ("" when ok or when another rank failed)
+};
+
+// save_checkpoint for a job that must survive a failed save: every rank writes its shard, the
+// ranks agree (agree may be empty when world_size == 1), rank 0 finalizes and prunes, and they
+// agree again. A failure anywhere makes every rank return ok = false, with the temporary files
+// removed and DIR/latest as it was. Bad arguments still throw std::invalid_argument.
+SaveOutcome try_save_checkpoint(const std::string& dir, std::int64_t step, int rank, int world_size,
+                                const NamedParams& params, const AdamWState& optimizer,
+                                const std::string& metadata_json, const Agree& agree,
+                                const CheckpointRetention& keep = {});
+
+// Before a job starts: dir exists or can be created and a file can be written in it. Throws
+// std::invalid_argument "--save DIR: ..." naming why not.
+void check_checkpoint_dir_writable(const std::string& dir);
 
 // The step directory a load of `path` reads: path itself when it holds meta.json, else the
 // directory named by path/latest. Throws std::invalid_argument "--load PATH: ..." when there is
@@ -101,7 +146,14 @@ struct CheckpointInfo {
   std::string metadata_json;
   std::vector<CheckpointEntry> params;  // sorted by name
 };
+// meta.json's checksum is verified (std::invalid_argument "--load PATH: FILE is corrupt ...").
 CheckpointInfo read_checkpoint_info(const std::string& path);
+
+// read_checkpoint_info, then every shard is checked against meta.json: present, of the recorded
+// size and CRC-32. Reads every byte; meant for before any rank starts. Throws
+// std::invalid_argument in one line naming the file: "--load PATH: FILE is missing",
+// "... is truncated (N of M bytes)", "... is corrupt (CRC-32 ...)".
+CheckpointInfo verify_checkpoint(const std::string& path);
 
 // load_checkpoint(path, params); then, when optimizer is not null, loads its state (which
 // validates it); then copies the values into the live params in place (under no-grad). Nothing

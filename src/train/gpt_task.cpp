@@ -52,6 +52,7 @@ std::string gpt_checkpoint_metadata(const model::TransformerConfig& m) {
   j["ffn-hidden"] = m.ffn_hidden();
   j["vocab"] = m.vocab_size;
   j["tie-embeddings"] = m.tie_embeddings;
+  j["seq-len"] = m.max_seq_len;  // the learned position embedding's rows
   // mHC adds parameters: a checkpoint with other streams does not load.
   if (m.enable_mhc_connections) {
     j["mhc-streams"] = m.mhc_num_residual_streams;

@@ -2,9 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 
 namespace hp::train {
@@ -49,6 +54,45 @@ void MetricsWriter::write(const StepMetrics& m) {
   out_ << line << '\n';
   out_.flush();
   if (!out_) throw std::runtime_error("--metrics " + path_ + ": write failed at step " + std::to_string(m.step));
+}
+
+void keep_metrics_through(const std::string& path, std::int64_t last_step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  std::set<std::int64_t> seen;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j.at("step").is_number_integer()) continue;
+    const auto step = j.at("step").get<std::int64_t>();
+    if (step > last_step || !seen.insert(step).second) continue;
+    kept += line;
+    kept += '\n';
+  }
+  in.close();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::invalid_argument("--metrics " + path + ": cannot write " + tmp + " (" + std::strerror(errno) + ")");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw std::invalid_argument("--metrics " + path + ": cannot replace it (" + std::strerror(err) + ")");
+  }
+}
+
+void check_metrics_writable(const std::string& path) {
+  if (path.empty()) throw std::invalid_argument("--metrics: a file path is required");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::invalid_argument("--metrics " + path + ": cannot open the file for writing (" + std::strerror(errno) + ")");
+  ::close(fd);
 }
 
 }  // namespace hp::train

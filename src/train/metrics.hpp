@@ -44,6 +44,17 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
+// For a resumed run: rewrites path (atomically: a temporary file renamed over it) keeping only
+// the lines of steps up to last_step, the first line of each step, so that the lines the
+// resumed run appends make one line per step. Lines that are not a JSON object with a "step"
+// (a line torn by a crash) are dropped. A missing file is left missing. Throws
+// std::invalid_argument "--metrics PATH: ..." when it cannot.
+void keep_metrics_through(const std::string& path, std::int64_t last_step);
+
+// Before a job starts: path can be opened for appending (an existing file is not changed; a new
+// one is created empty). Throws std::invalid_argument "--metrics PATH: cannot ..." naming why.
+void check_metrics_writable(const std::string& path);
+
 // The line write() emits for m, without the newline.
 std::string metrics_json_line(const StepMetrics& m);
 

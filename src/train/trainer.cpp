@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -88,13 +89,22 @@ void TrainOptions::validate(const Task& task) const {
   if (clip_grad < 0) fail("--clip-grad must be >= 0, got " + std::to_string(clip_grad));
   if (save_interval < 0) fail("--save-interval must be >= 0");
   if (log_interval < 1) fail("--log-interval must be >= 1, got " + std::to_string(log_interval));
-  if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang")
-    fail("--inject-fault: the kind must be exit or hang, got " + fault.kind);
+  if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang" && fault.kind != "nospace")
+    fail("--inject-fault: the kind must be exit, hang or nospace, got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("--save-interval needs --save DIR");
   if (eval_interval < 0) fail("--eval-interval must be >= 0 (0 = no evaluation), got " + std::to_string(eval_interval));
   if (eval_iters < 1) fail("--eval-iters must be >= 1, got " + std::to_string(eval_iters));
   if (eval_interval > 0 && !task.has_eval_data())
     fail("--eval-interval needs held-out data, and this --data has none of its own: give --eval-data PATH");
+  if (keep.keep_last < 0) fail("--keep-last must be >= 0 (0 keeps every checkpoint), got " + std::to_string(keep.keep_last));
+  if (keep.keep_every < 0) fail("--keep-every must be >= 0, got " + std::to_string(keep.keep_every));
+  if (keep.keep_every > 0 && keep.keep_last == 0) fail("--keep-every needs --keep-last N (without it every checkpoint is kept)");
+  if ((keep.keep_last > 0) && save.empty()) fail("--keep-last needs --save DIR");
+  if (save_failures != "stop" && save_failures != "continue")
+    fail("--save-failures must be stop or continue, got " + save_failures);
+  // Found now rather than at the first save or the first step.
+  if (!save.empty()) check_checkpoint_dir_writable(save);
+  if (!metrics.empty()) check_metrics_writable(metrics);
   adam.validate();
   lr_options(*this).validate();
   runtime::validate_pipeline_options(pipeline);
@@ -104,12 +114,30 @@ void TrainOptions::validate(const Task& task) const {
 
 namespace {
 
+// Every file of the checkpoint is checked (checksums) and its model compared with this run's,
+// key by key, naming the keys that differ (a key only one side has differs too, e.g. mHC's
+// streams; but older checkpoints lack the keys recorded later).
 void validate_checkpoint_shape(const std::string& load, const Task& task) {
-  const std::string saved = read_checkpoint_info(load).metadata_json;
-  const std::string mine = task.checkpoint_metadata();
-  if (!saved.empty() && nlohmann::json::parse(saved) != nlohmann::json::parse(mine))
-    throw std::invalid_argument("--load " + load + ": the checkpoint is of a model " + saved + " but this run builds " +
-                                mine);
+  static const std::set<std::string> kRecordedLater = {"seq-len", "mhc-sinkhorn-iterations"};
+  const CheckpointInfo info = verify_checkpoint(load);
+  if (info.metadata_json.empty()) return;
+  const auto saved = nlohmann::json::parse(info.metadata_json);
+  const auto mine = nlohmann::json::parse(task.checkpoint_metadata());
+  if (!saved.is_object() || !mine.is_object()) return;
+  std::set<std::string> keys;
+  for (auto it = saved.begin(); it != saved.end(); ++it) keys.insert(it.key());
+  for (auto it = mine.begin(); it != mine.end(); ++it) keys.insert(it.key());
+  auto value = [](const nlohmann::json& j, const std::string& k) { return j.contains(k) ? j.at(k).dump() : "(none)"; };
+  std::string theirs, ours;
+  for (const auto& k : keys) {
+    if (kRecordedLater.count(k) && !saved.contains(k)) continue;
+    if (saved.contains(k) && mine.contains(k) && saved.at(k) == mine.at(k)) continue;
+    theirs += " --" + k + " " + value(saved, k);
+    ours += " --" + k + " " + value(mine, k);
+  }
+  if (!theirs.empty())
+    throw std::invalid_argument("--load " + load + ": " + info.path + "/meta.json was saved for a model with" + theirs +
+                                "; this run has" + ours);
 }
 
 }  // namespace
@@ -131,9 +159,6 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   AdamW adam(params, o.adam);
   std::int64_t first_step = 1;
   if (!o.load.empty()) first_step = restore_checkpoint(o.load, params, &adam).step + 1;
-  auto barrier = [pg] {
-    if (pg) pg->barrier();
-  };
   auto all_reduce_sum = [pg](double x) {
     if (!pg || pg->world_size() == 1) return x;
     at::Tensor t = at::full({1}, x, at::kDouble);
@@ -143,11 +168,31 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   const auto dup = pipeline.duplicate_parameter_names();
   const std::set<std::string> duplicates(dup.begin(), dup.end());
   std::unique_ptr<MetricsWriter> metrics;
-  if (rank == 0 && !o.metrics.empty()) metrics = std::make_unique<MetricsWriter>(o.metrics, first_step > 1);
+  if (rank == 0 && !o.metrics.empty()) {
+    // A resumed run rewrites what a longer earlier run wrote past the loaded step.
+    if (first_step > 1) keep_metrics_through(o.metrics, first_step - 1);
+    metrics = std::make_unique<MetricsWriter>(o.metrics, first_step > 1);
+  }
 
+  // False when the job is to stop: a save failed (every rank agrees on that) with
+  // --save-failures stop. The rank that failed says why in one line and exits non-zero.
   auto save = [&](std::int64_t step) {
-    save_checkpoint(o.save, step, rank, pg ? pg->world_size() : 1, params, adam.state(),
-                    task.checkpoint_metadata(), barrier);
+    const bool inject = o.fault.kind == "nospace" && o.fault.rank == rank && o.fault.step == step;
+    if (inject)
+      set_checkpoint_write_fault([](const std::string& file, std::size_t offset, std::size_t size) {
+        return file.size() > 7 && file.compare(file.size() - 7, 7, ".pt.tmp") == 0 && offset >= size / 2 ? ENOSPC : 0;
+      });
+    auto agree = [&](bool ok) { return all_reduce_sum(ok ? 0.0 : 1.0) == 0.0; };
+    const SaveOutcome r = try_save_checkpoint(o.save, step, rank, pg ? pg->world_size() : 1, params, adam.state(),
+                                              task.checkpoint_metadata(), agree, o.keep);
+    if (inject) set_checkpoint_write_fault(nullptr);
+    if (r.ok) return true;
+    if (o.save_failures == "continue") {
+      if (!r.error.empty()) std::cerr << "hyperpipe train: warning: " << r.error << "; training on (--save-failures continue)" << std::endl;
+      return true;
+    }
+    if (!r.error.empty()) throw std::runtime_error(r.error);
+    return false;
   };
 
   TrainResult result;
@@ -155,7 +200,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   result.last_step = o.steps;
   Progress progress(first_step, o.steps, o.log_interval);
   for (std::int64_t step = first_step; step <= o.steps; ++step) {
-    if (o.fault.rank == rank && o.fault.step == step) {
+    if (o.fault.rank == rank && o.fault.step == step && o.fault.kind != "nospace") {
       std::cerr << "rank " << rank << ": injected fault (" << o.fault.kind << ") at step " << step << std::endl;
       if (o.fault.kind == "hang")
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
@@ -228,7 +273,10 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         metrics->write(m);
       }
     }
-    if (!o.save.empty() && ((o.save_interval > 0 && step % o.save_interval == 0) || step == o.steps)) save(step);
+    if (!o.save.empty() && ((o.save_interval > 0 && step % o.save_interval == 0) || step == o.steps) && !save(step)) {
+      result.last_step = step;
+      break;
+    }
   }
   return result;
 }

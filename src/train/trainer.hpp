@@ -17,6 +17,7 @@
 
 #include "runtime/pipeline.hpp"
 #include "train/adamw.hpp"
+#include "train/checkpoint.hpp"
 #include "train/task.hpp"
 #include "train/lr_schedule.hpp"
 
@@ -29,11 +30,12 @@ namespace hp::train {
 // Makes one rank fail on purpose at the start of a step, so the job's fault
 // handling (peers time out or see the dead connection, the launcher names the
 // rank) can be exercised: "exit" ends the process with code 17, "hang" blocks
-// it forever.
+// it forever, "nospace" makes that rank's checkpoint writes at that step fail
+// with ENOSPC halfway through the shard (a full disk).
 struct FaultInjection {
   int rank = -1;  // -1: none
   std::int64_t step = 0;
-  std::string kind = "exit";  // exit | hang
+  std::string kind = "exit";  // exit | hang | nospace
 };
 
 // The defaults are what `hyperpipe train` runs with no flags: a small model,
@@ -62,6 +64,8 @@ struct TrainOptions {
   double clip_grad = 1.0;             // --clip-grad (0 = no clipping)
   std::string save;                   // --save DIR
   std::int64_t save_interval = 0;     // --save-interval
+  CheckpointRetention keep;           // --keep-last --keep-every
+  std::string save_failures = "stop"; // --save-failures: stop (the job fails) | continue (warn, train on)
   std::string load;                   // --load DIR
   std::string metrics;                // --metrics FILE (JSON lines, written by rank 0)
   int log_interval = 10;              // --log-interval

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "run_command.hpp"
 
@@ -163,6 +167,98 @@ TEST(TrainDist, AHungRankMakesThePeersTimeOutNamingIt) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
   EXPECT_LT(r.seconds, 60) << r.output;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Issue 15 item 5: a flipped byte in a shard is named before any rank starts.
+TEST(TrainDist, AFlippedByteInAShardIsNamedOnLoadBeforeAnyRankStarts) {
+  const std::string dir = fresh_dir("flip");
+  train("--nproc 2 --schedule 1f1b --vpp 1 --steps 2 --save " + dir + "/ck", dir + "/a.jsonl");
+  const std::string shard = dir + "/ck/step-2/rank-1.pt";
+  auto flip = [&] {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto mid = f.tellg() / 2;
+    f.seekg(mid);
+    char c = 0;
+    f.get(c);
+    f.seekp(mid);
+    f.put(static_cast<char>(c ^ 0x10));
+  };
+  flip();
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 2 --schedule 1f1b --vpp 1 --steps 4 --load " +
+                             dir + "/ck");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--load " + dir + "/ck: " + shard + " is corrupt (its CRC-32 is "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  // Another sequence length is named too, with the file.
+  flip();  // the byte as it was
+  const auto s = run_command(hyperpipe() + " train" + kModel + " --seq-len 8 --nproc 2 --schedule 1f1b --vpp 1 --load " +
+                             dir + "/ck/step-2");
+  EXPECT_NE(s.output.find("meta.json was saved for a model with --seq-len 16; this run has --seq-len 8"), std::string::npos)
+      << s.output;
+}
+
+// Issue 15 items 4 and 6: --keep-last 2 after 10 saves; a resumed run's metrics hold one line per step.
+TEST(TrainDist, KeepLastPrunesAndAResumedRunsMetricsHaveOneLinePerStep) {
+  const std::string dir = fresh_dir("keep");
+  const auto full = train("--nproc 2 --schedule 1f1b --vpp 1 --steps 10 --save-interval 1 --keep-last 2 --save " + dir +
+                              "/ck",
+                          dir + "/m.jsonl");
+  ASSERT_EQ(full.size(), 10u);
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/ck")) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"latest", "step-10", "step-9"}));
+  // The run "died" after step 10 and resumes from step 9 with the same metrics file.
+  const auto resumed = train("--nproc 1 --schedule no-pipelining --steps 10 --load " + dir + "/ck/step-9", dir + "/m.jsonl");
+  ASSERT_EQ(resumed.size(), 10u);
+  for (size_t i = 0; i < resumed.size(); ++i) EXPECT_EQ(resumed[i].first, static_cast<long>(i + 1));
+  EXPECT_NEAR(resumed.back().second, full.back().second, 1e-9 * std::abs(full.back().second));
+}
+
+// Issue 15 item 3: a full disk during a save, and an unwritable --save.
+TEST(TrainDist, AFailedSaveStopsTheJobInOneLineAndLeavesLatest) {
+  const std::string dir = fresh_dir("nospace");
+  const std::string run = hyperpipe() + " train" + kModel + " --timeout 30 --nproc 2 --schedule 1f1b --vpp 1 --steps 4 "
+                          "--save-interval 2 --inject-fault 1:4:nospace --save " + dir + "/ck";
+  const auto r = run_command(run, 120);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  const std::string file = dir + "/ck/step-4.tmp/rank-1.pt.tmp";
+  EXPECT_NE(r.output.find("[rank 1] hyperpipe train: error: --save " + dir + "/ck: writing shard 1 of step 4 failed: "
+                          "cannot write " + file + " ("),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" bytes written): No space left on device; step-2 stays the latest checkpoint"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("terminate"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(dir + "/ck/latest"), "step-2\n");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ck/step-4.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ck/step-4"));
+  // --save-failures continue: a warning, and the run finishes.
+  const auto c = run_command(run + " --save-failures continue --steps 5 --save " + dir + "/ck2", 120);
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("hyperpipe train: warning: --save " + dir + "/ck2: writing shard 1 of step 4 failed"),
+            std::string::npos)
+      << c.output;
+  EXPECT_EQ(slurp(dir + "/ck2/latest"), "step-5\n");
+  // A --save or --metrics path under a regular file is refused before any rank starts.
+  run_command("touch " + dir + "/plain");
+  for (const std::string flag : {"--save", "--metrics"}) {
+    const auto u = run_command(hyperpipe() + " train --nproc 2 --steps 1 " + flag + " " + dir + "/plain/x");
+    EXPECT_EQ(u.exit_code, 2) << u.output;
+    EXPECT_NE(u.output.find(flag + " " + dir + "/plain/x: cannot "), std::string::npos) << u.output;
+    EXPECT_NE(u.output.find("Not a directory"), std::string::npos) << u.output;
+    EXPECT_EQ(u.output.find("[rank"), std::string::npos) << u.output;
+  }
 }
 
 }  // namespace

@@ -1,6 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include <chrono>
 #include <set>
 #include <string>
@@ -165,6 +172,65 @@ TEST(Launcher, ForwardsSigtermToTheRanks) {
   Result r = run_sh(2, "if [ \"$RANK\" = 0 ]; then kill -TERM $PPID; fi; sleep 1000");
   EXPECT_EQ(r.code, 128 + 15) << r.all();
   EXPECT_LT(r.seconds, 4.0);
+}
+
+// Issue 15 item 2: a SIGTERM while the launcher is still starting ranks starts no more of them.
+TEST(Launcher, SigtermWhileStartingStopsAtOnce) {
+  Result r = run_sh(500, "if [ \"$RANK\" = 0 ]; then kill -TERM $PPID; fi; echo started; sleep 1000");
+  EXPECT_EQ(r.code, 128 + 15) << r.all();
+  const auto started = std::count_if(r.lines.begin(), r.lines.end(), [](const LaunchOutput& l) { return l.text == "started"; });
+  EXPECT_LT(started, 500);
+  EXPECT_LT(r.seconds, 8.0);
+}
+
+namespace {
+// Whether pid is a live process (a zombie waiting for its reaper counts as dead).
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+}  // namespace
+
+// Issue 15 item 2: kill -9 of the launcher leaves no rank alive after 5 s.
+TEST(Launcher, KillingTheLauncherLeavesNoRankAlive) {
+  const std::string dir = ::testing::TempDir() + "hp_orphans_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const pid_t launcher = ::fork();  // this test binary has no threads and no LibTorch
+  if (launcher == 0) {
+    LaunchOptions o;
+    o.nproc = 3;
+    o.command = {"/bin/sh", "-c", "echo $$ > " + dir + "/tmp.$RANK && mv " + dir + "/tmp.$RANK " + dir + "/pid.$RANK; exec sleep 1000"};
+    o.on_output = [](const LaunchOutput&) {};
+    ::_exit(launch_local(o));
+  }
+  ASSERT_GT(launcher, 0);
+  std::vector<pid_t> ranks;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (ranks.size() < 3 && Clock::now() < deadline) {
+    ranks.clear();
+    for (int r = 0; r < 3; ++r) {
+      std::ifstream in(dir + "/pid." + std::to_string(r));
+      pid_t pid = 0;
+      if (in >> pid) ranks.push_back(pid);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(ranks.size(), 3u);
+  for (pid_t pid : ranks) EXPECT_TRUE(alive(pid)) << pid;
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  const auto t0 = Clock::now();
+  while (Clock::now() - t0 < std::chrono::seconds(5) && std::any_of(ranks.begin(), ranks.end(), alive))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (pid_t pid : ranks) {
+    EXPECT_FALSE(alive(pid)) << "rank pid " << pid << " outlived its launcher by 5 s";
+    if (alive(pid)) ::kill(pid, SIGKILL);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Launcher, JobTimeoutStopsEverything) {

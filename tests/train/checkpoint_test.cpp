@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -282,6 +283,140 @@ TEST_F(Checkpoint, SaveRejectsBadArguments) {
   AdamWState st;
   st.params["other"] = {at::zeros({2}), at::zeros({2}), 1};
   expect_message([&] { save_checkpoint(dir(), 1, 0, 1, p, st, "", nullptr); }, "not a parameter of this rank");
+  EXPECT_FALSE(fs::exists(dir_ / "latest"));
+}
+
+void flip_byte(const fs::path& p, std::uintmax_t offset) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.get(c);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(static_cast<char>(c ^ 0x01));
+}
+
+// Issue 15 item 5: a flipped byte, a truncated or a missing shard, and a changed meta.json are
+// each reported in one line naming the file, by the check that runs before any rank starts and
+// by the load itself.
+TEST_F(Checkpoint, AFlippedByteATruncatedAndAMissingShardAreNamed) {
+  NamedParams r0 = params_where(1.0, first_half);
+  NamedParams r1 = params_where(1.0, second_half);
+  write_checkpoint_shard(dir(), 3, 0, 2, r0, trained_state(r0));
+  write_checkpoint_shard(dir(), 3, 1, 2, r1, trained_state(r1));
+  finalize_checkpoint(dir(), 3, 2, R"({"layers":4})");
+  const NamedParams all = zeros_like_all(params_where(0.0, everything));
+  EXPECT_EQ(verify_checkpoint(dir()).step, 3);
+  const fs::path shard = dir_ / "step-3" / "rank-1.pt";
+  const fs::path copy = dir_ / "rank-1.pt.good";
+  fs::copy_file(shard, copy);
+
+  flip_byte(shard, fs::file_size(shard) / 2);
+  const std::string corrupt = shard.string() + " is corrupt (its CRC-32 is ";
+  expect_message([&] { verify_checkpoint(dir()); }, "--load " + dir() + ": " + corrupt);
+  expect_message([&] { load_checkpoint(dir(), all); }, corrupt);
+
+  fs::resize_file(shard, fs::file_size(copy) - 10);
+  expect_message([&] { verify_checkpoint(dir()); },
+                 shard.string() + " is truncated (" + std::to_string(fs::file_size(copy) - 10) + " of ");
+  fs::remove(shard);
+  expect_message([&] { verify_checkpoint(dir()); }, shard.string() + " is missing");
+  fs::copy_file(copy, shard);
+  EXPECT_EQ(load_checkpoint(dir(), all).step, 3);
+
+  // meta.json: a changed digit of the step still parses, but its checksum no longer matches.
+  const fs::path meta = dir_ / "step-3" / "meta.json";
+  std::string text = read_file(meta);
+  const auto at = text.find("\"step\": 3");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 8] = '4';
+  std::ofstream(meta, std::ios::trunc) << text;
+  expect_message([&] { read_checkpoint_info(dir()); }, meta.string() + " is corrupt (its CRC-32 is ");
+  std::ofstream(meta, std::ios::trunc) << text.substr(0, text.size() / 2);
+  expect_message([&] { verify_checkpoint(dir()); }, meta.string() + " is corrupt or truncated (not valid JSON");
+}
+
+// Issue 15 item 4.
+TEST_F(Checkpoint, KeepLastTwoLeavesExactlyTwoCompleteCheckpointsAfterTenSaves) {
+  NamedParams p = params_where(1.0, everything);
+  CheckpointRetention keep;
+  keep.keep_last = 2;
+  for (int step = 1; step <= 10; ++step) {
+    int agreements = 0;
+    const auto r = try_save_checkpoint(dir(), step, 0, 1, p, {}, "", [&](bool ok) { ++agreements; return ok; }, keep);
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(agreements, 2);
+  }
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(dir_)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"latest", "step-10", "step-9"}));
+  EXPECT_EQ(verify_checkpoint((dir_ / "step-9").string()).step, 9);
+  EXPECT_EQ(verify_checkpoint(dir()).step, 10);
+
+  // --keep-every 4 keeps the multiples of 4 as well; latest is never pruned, even when older.
+  keep.keep_every = 4;
+  for (int step = 11; step <= 14; ++step) ASSERT_TRUE(try_save_checkpoint(dir(), step, 0, 1, p, {}, "", nullptr, keep).ok);
+  std::ofstream(dir_ / "latest", std::ios::trunc) << "step-13\n";
+  keep.keep_last = 1;
+  EXPECT_EQ(prune_checkpoints(dir(), keep), std::vector<std::int64_t>{});
+  EXPECT_TRUE(fs::exists(dir_ / "step-13"));
+  EXPECT_TRUE(fs::exists(dir_ / "step-14"));
+  EXPECT_TRUE(fs::exists(dir_ / "step-12"));
+  EXPECT_FALSE(fs::exists(dir_ / "step-10"));
+  EXPECT_FALSE(fs::exists(dir_ / "step-11"));
+  EXPECT_FALSE(fs::exists(dir_ / "step-8"));  // a multiple of 4, but pruned before --keep-every was given
+}
+
+// Issue 15 item 3: a full disk in the middle of a shard.
+TEST_F(Checkpoint, AFailedSaveNamesTheFileTheBytesAndWhyAndLeavesLatest) {
+  NamedParams p = params_where(1.0, everything);
+  ASSERT_TRUE(try_save_checkpoint(dir(), 1, 0, 1, p, {}, "", nullptr).ok);
+  set_checkpoint_write_fault([](const std::string& file, std::size_t, std::size_t) {
+    return file.find("rank-0.pt.tmp") != std::string::npos ? ENOSPC : 0;
+  });
+  const auto r = try_save_checkpoint(dir(), 2, 0, 1, p, {}, "", nullptr);
+  set_checkpoint_write_fault(nullptr);
+  EXPECT_FALSE(r.ok);
+  const fs::path file = dir_ / "step-2.tmp" / "rank-0.pt.tmp";
+  EXPECT_NE(r.error.find("--save " + dir() + ": writing shard 0 of step 2 failed: cannot write " + file.string() +
+                         " (0 of "),
+            std::string::npos)
+      << r.error;
+  EXPECT_NE(r.error.find(" bytes written): No space left on device; step-1 stays the latest checkpoint"), std::string::npos)
+      << r.error;
+  EXPECT_EQ(r.error.find('\n'), std::string::npos);
+  std::vector<std::string> entries;
+  for (const auto& e : fs::directory_iterator(dir_)) entries.push_back(e.path().filename().string());
+  std::sort(entries.begin(), entries.end());
+  EXPECT_EQ(entries, (std::vector<std::string>{"latest", "step-1"}));
+  EXPECT_EQ(load_checkpoint(dir(), zeros_like_all(p)).step, 1);
+
+  // A directory under a regular file: refused up front, and a save there fails in one line.
+  std::ofstream(dir_ / "plain") << "x";
+  const std::string under_file = (dir_ / "plain" / "ck").string();
+  expect_message([&] { check_checkpoint_dir_writable(under_file); },
+                 "--save " + under_file + ": cannot create the directory (Not a directory)");
+  const auto r2 = try_save_checkpoint(under_file, 1, 0, 1, p, {}, "", nullptr);
+  EXPECT_FALSE(r2.ok);
+  EXPECT_NE(r2.error.find("Not a directory; there is no earlier checkpoint"), std::string::npos) << r2.error;
+}
+
+// A rank that fails makes every rank's outcome a failure; only it carries the message.
+TEST_F(Checkpoint, AFailureOnOneRankIsEveryRanksOutcome) {
+  NamedParams r0 = params_where(1.0, first_half);
+  NamedParams r1 = params_where(1.0, second_half);
+  // Rank 1 runs first with an agreement that reports rank 0 as fine; then rank 0 learns of rank 1's failure.
+  set_checkpoint_write_fault([](const std::string& file, std::size_t, std::size_t) {
+    return file.find("rank-1.pt.tmp") != std::string::npos ? EROFS : 0;
+  });
+  const auto a = try_save_checkpoint(dir(), 1, 1, 2, r1, {}, "", [](bool ok) { return ok; });
+  set_checkpoint_write_fault(nullptr);
+  EXPECT_FALSE(a.ok);
+  EXPECT_NE(a.error.find("Read-only file system"), std::string::npos) << a.error;
+  const auto b = try_save_checkpoint(dir(), 1, 0, 2, r0, {}, "", [](bool) { return false; });
+  EXPECT_FALSE(b.ok);
+  EXPECT_EQ(b.error, "");
+  EXPECT_FALSE(fs::exists(dir_ / "step-1.tmp"));
   EXPECT_FALSE(fs::exists(dir_ / "latest"));
 }
 

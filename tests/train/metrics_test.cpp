@@ -105,5 +105,39 @@ TEST(Metrics, RejectsBadInput) {
   }
 }
 
+// Issue 15 item 6: a run that died after step 8 and resumes from step 5 keeps steps 1-5 only
+// (one line each; a line torn by the crash is dropped), then appends 6, 7, ... once.
+TEST(Metrics, AResumedRunKeepsOneLinePerStep) {
+  const fs::path p = fresh_path("resume.jsonl");
+  {
+    MetricsWriter w(p.string(), false);
+    for (int s = 1; s <= 8; ++s) {
+      StepMetrics m;
+      m.step = s;
+      w.write(m);
+    }
+    StepMetrics dup;
+    dup.step = 3;
+    w.write(dup);  // what an earlier resume wrote twice
+  }
+  std::ofstream(p, std::ios::app) << "{\"step\":9,\"lo";
+  keep_metrics_through(p.string(), 5);
+  {
+    MetricsWriter w(p.string(), true);
+    for (int s = 6; s <= 8; ++s) {
+      StepMetrics m;
+      m.step = s;
+      w.write(m);
+    }
+  }
+  std::vector<std::int64_t> steps;
+  for (const auto& l : lines_of(p)) steps.push_back(nlohmann::json::parse(l).at("step").get<std::int64_t>());
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+  keep_metrics_through(fresh_path("absent.jsonl").string(), 5);  // nothing to keep
+  EXPECT_FALSE(fs::exists(test_dir() / "absent.jsonl"));
+  EXPECT_THROW(check_metrics_writable((p / "under-a-file.jsonl").string()), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace hp::train
