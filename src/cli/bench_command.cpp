@@ -173,18 +173,13 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", a->json, "also write the results as JSON");
   cmd->callback([a, exit_code, nproc] {
     a->job.nproc_given = nproc->count() > 0;
-    try {
-      if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
-      *exit_code = run_job(
-          a->job,
-          [a](int world) {
-            for (const auto& name : split(a->schedules)) pipeline_options(*a, name, world);
-          },
-          [a](comm::ProcessGroup* pg) { return bench_rank(*a, pg); });
-    } catch (const std::exception& e) {
-      std::cerr << "hyperpipe bench: error: " << with_flags(e.what(), job_flags()) << "\n";
-      *exit_code = 2;
-    }
+    *exit_code = run_job_reporting(
+        "bench", job_flags(), a->job,
+        [a](int world) {
+          if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
+          for (const auto& name : split(a->schedules)) pipeline_options(*a, name, world);
+        },
+        [a](comm::ProcessGroup* pg) { return bench_rank(*a, pg); });
   });
 }
 

@@ -142,16 +142,10 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole prefix at every token (no KV cache)");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
   cmd->callback([a, exit_code, nproc] {
-    const bool as_rank = comm::has_environment();
     a->job.nproc_given = nproc->count() > 0;
-    try {
-      *exit_code = run_job(
-          a->job, [a](int world) { resolve(*a, world); },
-          [a](comm::ProcessGroup* pg) { return generate_rank(*a, pg); });
-    } catch (const std::exception& e) {
-      std::cerr << "hyperpipe generate: error: " << with_flags(e.what(), generate_flags()) << "\n";
-      *exit_code = as_rank ? 1 : 2;
-    }
+    *exit_code = run_job_reporting(
+        "generate", generate_flags(), a->job, [a](int world) { resolve(*a, world); },
+        [a](comm::ProcessGroup* pg) { return generate_rank(*a, pg); });
   });
 }
 

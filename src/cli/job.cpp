@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <stdexcept>
 #include <string>
 
@@ -42,6 +43,18 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
   std::unique_ptr<comm::ProcessGroup> pg;
   if (env.world_size > 1) pg = std::make_unique<comm::ProcessGroup>(comm::ProcessGroup::create(env, pgo));
   return rank_main(pg.get());
+}
+
+int run_job_reporting(const std::string& command, const FlagNames& flags, const JobOptions& o,
+                      const std::function<void(int world)>& validate,
+                      const std::function<int(comm::ProcessGroup* pg)>& rank_main) {
+  const bool as_rank = comm::has_environment();
+  try {
+    return run_job(o, validate, rank_main);
+  } catch (const std::exception& e) {
+    std::cerr << "hyperpipe " << command << ": error: " << with_flags(e.what(), flags) << "\n";
+    return as_rank ? 1 : 2;
+  }
 }
 
 }  // namespace hp::cli

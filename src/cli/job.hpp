@@ -5,8 +5,10 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "comm/dist_env.hpp"
+#include "cli/option_flags.hpp"
 #include "comm/process_group.hpp"
 
 namespace hp::cli {
@@ -26,5 +28,12 @@ void check_job_options(const JobOptions& o);
 // with its process group (null for a one-rank job). Returns the exit code.
 int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
             const std::function<int(comm::ProcessGroup* pg)>& rank_main);
+
+// run_job for a subcommand's callback: any exception becomes one line,
+// "hyperpipe COMMAND: error: ..." with option names turned into the
+// command's flags, and the exit code 2 before any rank started, 1 in a rank.
+int run_job_reporting(const std::string& command, const FlagNames& flags, const JobOptions& o,
+                      const std::function<void(int world)>& validate,
+                      const std::function<int(comm::ProcessGroup* pg)>& rank_main);
 
 }  // namespace hp::cli

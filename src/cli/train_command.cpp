@@ -232,16 +232,10 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang|nospace makes that rank fail at that step (nospace: its save)");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
   cmd->callback([a, exit_code, nproc] {
-    const bool as_rank = comm::has_environment();
     a->job.nproc_given = nproc->count() > 0;
-    try {
-      *exit_code = run_job(
-          a->job, [a](int world) { resolve(*a, world); },
-          [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
-    } catch (const std::exception& e) {
-      std::cerr << "hyperpipe train: error: " << with_flags(e.what(), job_flags()) << "\n";
-      *exit_code = as_rank ? 1 : 2;
-    }
+    *exit_code = run_job_reporting(
+        "train", job_flags(), a->job, [a](int world) { resolve(*a, world); },
+        [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
   });
 }
 

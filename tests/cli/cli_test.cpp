@@ -49,6 +49,17 @@ TEST(PlanCli, CsvRoundTripsThroughTheCommandLine) {
   }
 }
 
+TEST(PlanCli, ForwardOnlyPrintsTheForwardsAlone) {
+  const auto r = run_command(hyperpipe() + " plan --schedule 1f1b --pp 2 --mb 2 --forward-only --format actions");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "rank 0: 0F0 0SEND_F0@1 0F1 0SEND_F1@1\nrank 1: 1RECV_F0@0 1F0 1RECV_F1@0 1F1\n");
+  const auto sim = run_command(hyperpipe() + " plan --schedule interleaved --pp 4 --mb 8 --forward-only --simulate "
+                                             "--format json --cost-f 1 --cost-b 2");
+  ASSERT_EQ(sim.exit_code, 0) << sim.output;
+  const auto j = nlohmann::json::parse(sim.output);
+  EXPECT_EQ(j.at("ranks")[0].at("peak_activations").get<int>(), 1);
+}
+
 TEST(PlanCli, SimulateJsonGivesTheTextbookOneFOneBStep) {
   const auto r = run_command(hyperpipe() + " plan --schedule 1f1b --pp 4 --vpp 1 --mb 8 --simulate --format json "
                                            "--cost-f 1 --cost-b 2");
