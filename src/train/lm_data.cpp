@@ -15,8 +15,6 @@ namespace {
 
 // The embedded corpus's held-out tail: 1/16 of it (64 KiB of the 1 MiB).
 constexpr std::size_t kHeldOutFraction = 16;
-// Held-out batches come from their own stream, so they never repeat a training batch's draw.
-constexpr std::uint64_t kEvalSeedMix = 0x6576616c2d736574ULL;
 
 std::unique_ptr<data::TokenSource> open_eval_source(const std::string& spec) {
   try {
@@ -92,7 +90,7 @@ std::vector<runtime::MicroBatch> LmData::eval_batch(std::int64_t index, int micr
   if (!eval_)
     throw std::invalid_argument("--eval-interval needs held-out data: --data " + options_.data +
                                 " has none of its own; give --eval-data PATH");
-  return sample(*eval_, index, micro_batches, input_micros, targets, seed ^ kEvalSeedMix);
+  return sample(*eval_, index, micro_batches, input_micros, targets, seed ^ kHeldOutSeedMix);
 }
 
 std::string LmData::describe() const {

@@ -43,6 +43,10 @@ class Task {
   virtual std::string describe() const = 0;
 };
 
+// Mixed into a task's seed for its held-out batches (Task::eval_batch), so
+// they come from their own stream and never repeat a training batch's draw.
+inline constexpr std::uint64_t kHeldOutSeedMix = 0x6576616c2d736574ULL;
+
 // Clears what a rank does not read: the input outside input_micros, the
 // targets unless `targets` (a task that samples whole batches calls it last).
 void keep_what_is_read(std::vector<runtime::MicroBatch>& micros, const std::vector<int>& input_micros, bool targets);

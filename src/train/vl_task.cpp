@@ -65,10 +65,9 @@ std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_bat
   return sample(options_.text.seed, index, micro_batches, input_micros, targets);
 }
 
-// Held-out images: the generator's stream of another seed.
 std::vector<runtime::MicroBatch> VlTask::eval_batch(std::int64_t index, int micro_batches,
                                                     const std::vector<int>& input_micros, bool targets) const {
-  return sample(options_.text.seed ^ 0x6576616c2d736574ULL, index, micro_batches, input_micros, targets);
+  return sample(options_.text.seed ^ kHeldOutSeedMix, index, micro_batches, input_micros, targets);
 }
 
 bool VlTask::has_eval_data() const { return true; }
