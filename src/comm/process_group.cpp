@@ -61,7 +61,12 @@ std::string reduce_op_name(ReduceOp op) {
 // State shared by the group and its outstanding Work objects (so a Work may
 // outlive the ProcessGroup object without dangling).
 struct Shared {
-  DistEnv env;
+  DistEnv env;  // a subgroup's: rank and world_size within the group
+  // Global rank of each member (what messages name); empty for the job's group.
+  std::vector<int> members;
+  std::string name;  // a subgroup's name, for messages
+  std::shared_ptr<::gloo::transport::Device> device;  // shared by the job's subgroups
+  int gloo_threads = 2;
   Ms timeout{};
   int store_port = 0;
   c10::intrusive_ptr<c10d::Store> store;  // keeps rank 0's server alive
@@ -94,15 +99,31 @@ std::string describe(const OpInfo& info) {
   return os.str();
 }
 
-CommError make_error(const Shared& sh, const OpInfo& info, const std::string& transport_message, bool timed_out) {
+int global_of(const Shared& sh, int rank) {
+  return sh.members.empty() || rank < 0 ? rank : sh.members.at(static_cast<size_t>(rank));
+}
+
+// " of the dp group [1, 3]" for a subgroup, "" for the job's group.
+std::string group_suffix(const Shared& sh) {
+  if (sh.members.empty()) return "";
   std::ostringstream os;
-  os << "rank " << sh.env.rank << ": " << describe(info);
+  os << " of the " << sh.name << " group [";
+  for (size_t i = 0; i < sh.members.size(); ++i) os << (i ? ", " : "") << sh.members[i];
+  os << "]";
+  return os.str();
+}
+
+CommError make_error(const Shared& sh, OpInfo info, const std::string& transport_message, bool timed_out) {
+  // Messages name global ranks, as the launcher does.
+  info.peer = global_of(sh, info.peer);
+  std::ostringstream os;
+  os << "rank " << global_of(sh, sh.env.rank) << ": " << describe(info) << group_suffix(sh);
   if (timed_out) {
     os << " timed out after " << format_duration(sh.timeout) << "; ";
     if (info.peer >= 0) {
       os << "is rank " << info.peer << " alive?";
     } else {
-      os << "are all " << sh.env.world_size << " ranks alive and calling it in the same order?";
+      os << "are all " << sh.env.world_size << " ranks" << group_suffix(sh) << " alive and calling it in the same order?";
     }
   } else {
     os << " failed: " << transport_message;
@@ -114,7 +135,7 @@ CommError make_error(const Shared& sh, const OpInfo& info, const std::string& tr
       }
     }
   }
-  return CommError(os.str(), sh.env.rank, info.peer, info.op, info.tag, timed_out);
+  return CommError(os.str(), global_of(sh, sh.env.rank), info.peer, info.op, info.tag, timed_out);
 }
 
 // One c10d work object plus what must live until it is waited, and what to do
@@ -183,7 +204,7 @@ class GlooWork final : public detail::WorkImpl {
 struct ProcessGroup::Impl {
   std::shared_ptr<Shared> sh;
 
-  std::string prefix() const { return "rank " + std::to_string(sh->env.rank) + ": "; }
+  std::string prefix() const { return "rank " + std::to_string(global_of(*sh, sh->env.rank)) + ": "; }
 
   void check_tensor(const char* op, const at::Tensor& t) const {
     if (!t.defined()) throw std::invalid_argument(prefix() + op + ": the tensor is undefined");
@@ -281,7 +302,71 @@ ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions&
                     clean_message(e));
   }
   rendezvous.finish();
+  sh->device = std::move(device);
+  sh->gloo_threads = options.gloo_threads;
 
+  auto impl = std::make_unique<Impl>();
+  impl->sh = std::move(sh);
+  return ProcessGroup(std::move(impl));
+}
+
+ProcessGroup ProcessGroup::new_group(const std::vector<int>& ranks, const std::string& name) const {
+  const Shared& parent = *impl_->sh;
+  const int me = global_of(parent, parent.env.rank);
+  std::ostringstream list;
+  for (size_t i = 0; i < ranks.size(); ++i) list << (i ? ", " : "") << ranks[i];
+  const std::string what = "the " + name + " group [" + list.str() + "]";
+  const std::string who = "rank " + std::to_string(me) + ": ";
+  if (!parent.members.empty()) throw std::invalid_argument(who + what + ": subgroups are made from the job's group");
+  if (ranks.empty() || name.empty() || name.find('/') != std::string::npos)
+    throw std::invalid_argument(who + what + ": a subgroup needs members and a name without '/'");
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() || sorted.front() < 0 ||
+      sorted.back() >= parent.env.world_size)
+    throw std::invalid_argument(who + what + ": members must be distinct ranks in [0, " +
+                                std::to_string(parent.env.world_size) + ")");
+  const auto at = std::find(ranks.begin(), ranks.end(), me);
+  if (at == ranks.end()) throw std::invalid_argument(who + what + ": this rank is not a member");
+
+  auto sh = std::make_shared<Shared>();
+  sh->env = parent.env;
+  sh->env.rank = static_cast<int>(at - ranks.begin());
+  sh->env.world_size = static_cast<int>(ranks.size());
+  sh->members = ranks;
+  sh->name = name;
+  sh->timeout = parent.timeout;
+  sh->store_port = parent.store_port;
+  sh->store = parent.store;
+  sh->device = parent.device;
+  // Every member announces itself first, so a member that never comes is
+  // named (Gloo's own connect would only time out).
+  const std::string key = "hyperpipe/subgroup/" + name + "/" + list.str() + "/";
+  auto store = c10::make_intrusive<c10d::PrefixStore>(key, parent.store);
+  try {
+    store->set("joined/" + std::to_string(me), std::vector<uint8_t>{1});
+    std::vector<std::string> keys;
+    for (int r : ranks) keys.push_back("joined/" + std::to_string(r));
+    try {
+      store->wait(keys, parent.timeout);
+    } catch (const std::exception&) {
+      std::string missing;
+      for (int r : ranks)
+        if (!store->check({"joined/" + std::to_string(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      throw CommError(who + "forming " + what + " timed out after " + format_duration(parent.timeout) +
+                          "; rank(s) " + missing + " did not join (alive? creating the job's groups in the same order?)",
+                      me, -1, "rendezvous", -1, true);
+    }
+    auto gopts = c10d::ProcessGroupGloo::Options::create(parent.timeout);
+    gopts->devices.push_back(parent.device);
+    gopts->threads = parent.gloo_threads;
+    sh->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("gloo", store),
+                                                           sh->env.rank, sh->env.world_size, gopts);
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(who + "connecting " + what + " failed: " + clean_message(e), me, -1, "rendezvous", -1, false);
+  }
   auto impl = std::make_unique<Impl>();
   impl->sh = std::move(sh);
   return ProcessGroup(std::move(impl));
@@ -293,6 +378,7 @@ ProcessGroup& ProcessGroup::operator=(ProcessGroup&&) noexcept = default;
 ProcessGroup::~ProcessGroup() = default;
 
 int ProcessGroup::rank() const { return impl_->sh->env.rank; }
+int ProcessGroup::global_rank(int rank) const { return global_of(*impl_->sh, rank); }
 int ProcessGroup::world_size() const { return impl_->sh->env.world_size; }
 const DistEnv& ProcessGroup::env() const { return impl_->sh->env; }
 std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->sh->timeout; }

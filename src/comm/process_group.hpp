@@ -11,7 +11,8 @@
 // rank has connected, so rank 0's store outlives everybody's use of it.
 //
 // Contract:
-// - One ProcessGroup per process (create() starts the job's store); movable,
+// - One job's group per process (create() starts the job's store), and any
+//   subgroups made from it (new_group); movable,
 //   not copyable (a moved-from group may only be destroyed or assigned to).
 //   Destroying it closes this rank's connections; peers still talking to it
 //   then fail with CommError. All methods must be called from one thread (the rank's main
@@ -85,8 +86,20 @@ class ProcessGroup {
   ProcessGroup& operator=(const ProcessGroup&) = delete;
   ~ProcessGroup();
 
+  // Subgroup (c10d's new_group): a separate Gloo group over `ranks` (ranks of
+  // this job's group, in the order that numbers them 0..n-1 within it), on
+  // the same store and device. Called by every member, never by others;
+  // members create their groups in the same order (each call blocks until all
+  // members made it, naming those that did not within the timeout). `name`
+  // ("dp", "pp") appears in the subgroup's error messages, which name global
+  // ranks. The subgroup keeps the store alive; make it from the job's group.
+  ProcessGroup new_group(const std::vector<int>& ranks, const std::string& name) const;
+
+  // This process's rank and the size within this group (a subgroup's own numbering).
   int rank() const;
   int world_size() const;
+  // The job-wide rank of this group's member `rank` (itself for the job's group).
+  int global_rank(int rank) const;
   const DistEnv& env() const;
   std::chrono::milliseconds timeout() const;
   // The port rank 0's store listens on (the chosen one when master_port is 0).

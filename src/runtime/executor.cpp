@@ -72,6 +72,11 @@ Executor::~Executor() = default;
 
 void Executor::register_handler(ActionType type, Handler handler) { handlers_[type] = std::move(handler); }
 
+Executor::Handler Executor::handler(ActionType type) const {
+  auto it = handlers_.find(type);
+  return it == handlers_.end() ? Handler() : it->second;
+}
+
 Stage& Executor::stage(int index) {
   auto it = stages_.find(index);
   if (it == stages_.end())

@@ -72,6 +72,8 @@ class Executor {
 
   // Replaces the handler of one action type.
   void register_handler(schedule::ActionType type, Handler handler);
+  // The handler of one action type (empty if none), e.g. to wrap it.
+  Handler handler(schedule::ActionType type) const;
   // Receivers of this kind always pass a TensorSpec to post_recv, so its
   // messages never carry meta (unless variable_seq_len). Every rank must
   // declare the same kinds.

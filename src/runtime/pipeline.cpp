@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "comm/process_group.hpp"
+#include "runtime/grad_reducer.hpp"
 #include "runtime/mpipe_runtime.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/tied_parameters.hpp"
@@ -46,8 +47,9 @@ void validate_pipeline_options(const PipelineOptions& o) {
   schedule::check_options(s);
 }
 
-Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg, RankModel model)
-    : options_(options), rank_(rank), pg_(pg), model_(std::move(model)) {
+Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg, RankModel model,
+                   comm::ProcessGroup* dp)
+    : options_(options), rank_(rank), pg_(pg), dp_(dp && dp->world_size() > 1 ? dp : nullptr), model_(std::move(model)) {
   auto& layout = options_.schedule;
   layout.layers = 0;
   const bool mpipe = is_mpipe(options_);
@@ -111,14 +113,37 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
     if (st.index == 0) stages_.back()->set_input_requires_grad(stage0_input_grad);
     stage_ptrs[st.index] = stages_.back().get();
   }
+  if (options_.grad_bucket_bytes < 1)
+    throw std::invalid_argument("grad_bucket_bytes must be positive, got " + std::to_string(options_.grad_bucket_bytes));
   if (!layout.forward_only) {
     train_ = make_runner(layout, stage_ptrs);
     if (train_.mpipe) train_.mpipe->check_structure();
+    if (dp_) reduce_over_replicas();
   }
   schedule::ScheduleOptions forward_layout = layout;
   forward_layout.forward_only = true;
   forward_ = make_runner(forward_layout, stage_ptrs);
   if (layout.forward_only && forward_.mpipe) forward_.mpipe->check_structure();
+}
+
+// A stage's gradients are final after its last backward of the step: its
+// buckets reduce from then on while the other stages' backwards run.
+void Pipeline::reduce_over_replicas() {
+  std::vector<GradReducer::Phase> phases;
+  for (const auto& st : model_.stages) phases.push_back({st.index, st.parameters});
+  // MPipe's preprocess (rank 0's) is final only after the owner-backward suffix.
+  if (model_.preprocess && rank_ == 0) phases.push_back({-1, model_.preprocess->parameters});
+  reducer_ = std::make_unique<GradReducer>(std::move(phases), dp_, options_.grad_bucket_bytes);
+  std::map<int, int> last_micro;  // stage -> micro of its last backward
+  for (const auto& a : train_.actions)
+    if (a.type == schedule::ActionType::BWD) last_micro[a.stage] = a.micro;
+  auto backward = train_.executor->handler(schedule::ActionType::BWD);
+  train_.executor->register_handler(schedule::ActionType::BWD, [this, backward, last_micro](const schedule::Action& a) {
+    const bool last = sync_grads_ && last_micro.at(a.stage) == a.micro;
+    if (last) reducer_->arm(a.stage);
+    backward(a);
+    if (last) reducer_->flush(a.stage);
+  });
 }
 
 Pipeline::Runner Pipeline::make_runner(schedule::ScheduleOptions layout, const std::map<int, Stage*>& stages) {
@@ -176,18 +201,30 @@ std::vector<double> Pipeline::loss_weights(const std::vector<MicroBatch>& micros
       throw std::invalid_argument("rank " + str(rank_) + " holds the last stage but micro-batch " + str(m) +
                                   " has no target");
   }
+  // Data parallel: the share of the global batch's targets, times the
+  // replicas, whose gradients are averaged. (The last stage's ranks of all
+  // replicas form one dp group.)
+  double total = *tokens, scale = 1.0;
+  if (dp_) {
+    at::Tensor t = at::full({1}, total, at::kDouble);
+    dp_->all_reduce(t);
+    total = t.item<double>();
+    scale = dp_->world_size();
+  }
   for (const auto& m : micros)
-    weights.push_back(m.target.defined() ? static_cast<double>(m.target.numel()) / *tokens : 0.0);
+    weights.push_back(m.target.defined() ? scale * static_cast<double>(m.target.numel()) / total : 0.0);
   return weights;
 }
 
 StepResult Pipeline::reduce(double loss, double tokens, std::uint64_t bytes_broadcast) const {
-  if (pg_ && options_.schedule.pp > 1) {
+  for (comm::ProcessGroup* g : {options_.schedule.pp > 1 ? pg_ : nullptr, dp_}) {
+    if (!g) continue;
     at::Tensor t = at::tensor({loss, tokens}, at::kDouble);
-    pg_->all_reduce(t);
+    g->all_reduce(t);
     loss = t[0].item<double>();
     tokens = t[1].item<double>();
   }
+  if (dp_) loss /= dp_->world_size();  // each replica's was scaled by the replicas
   StepResult result;
   result.loss = loss;
   result.tokens = static_cast<std::int64_t>(tokens);
@@ -195,12 +232,14 @@ StepResult Pipeline::reduce(double loss, double tokens, std::uint64_t bytes_broa
   return result;
 }
 
-StepResult Pipeline::step(const std::vector<MicroBatch>& micros) {
+StepResult Pipeline::step(const std::vector<MicroBatch>& micros, bool sync_grads) {
   if (!train_.executor)
     throw std::logic_error("this pipeline was built with schedule.forward_only: it evaluates, it does not train");
   double tokens = 0, loss = 0;
   const std::vector<double> weights = loss_weights(micros, /*required=*/true, &tokens);
+  sync_grads_ = sync_grads;
   const std::uint64_t bytes = train_.run(micros, weights, &loss);
+  if (reducer_ && sync_grads) reducer_->finish();
   return reduce(loss, tokens, bytes);
 }
 

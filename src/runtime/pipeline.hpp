@@ -10,6 +10,15 @@
 // accumulated (summed over calls until zero_grad()), tied copies not yet
 // summed (reduce_tied_grads does that). Not thread-safe.
 //
+// Data parallel: with a dp group (the ranks that hold this rank's stages in
+// the other replicas of the pipeline), each replica runs its own micro-batches
+// and step() leaves every gradient averaged over the replicas
+// (runtime/grad_reducer.hpp, overlapped with the backward). Each micro weighs
+// its share of the targets of the whole global batch, so the step's loss and
+// gradients are those of one pipeline over all replicas' micro-batches; the
+// returned loss is the global mean. step(), evaluate() and forward() are then
+// collective over the dp group too.
+//
 // MPipe Transpose (schedule kind MPipe, runtime/mpipe_runtime.hpp): with T >= 1
 // every rank hands in the preprocess (rank 0 the trained parameters, the
 // others a replica the schedule's broadcast overwrites) and stage 0 holds only
@@ -39,10 +48,13 @@ namespace hp::runtime {
 class Stage;
 class MPipeRuntime;
 class TiedParameters;
+class GradReducer;
 
 struct PipelineOptions {
   schedule::ScheduleOptions schedule;  // kind, pp, vpp, micro_batches, group size, MPipe options
   ExecutorOptions executor;
+  // Data parallel: the most bytes of one gradient all-reduce (DDP's bucket_cap_mb).
+  std::int64_t grad_bucket_bytes = std::int64_t{25} << 20;
 };
 
 // Checks what needs neither a model nor a process group: the schedule
@@ -61,10 +73,13 @@ struct StepResult {
 class Pipeline {
  public:
   // Validates the options and the model (stage indices, loss, tied names)
-  // before any communication; throws std::invalid_argument. pg may be null
-  // for a one-rank layout. Collective where pg is given (tied-parameter
-  // holders; MPipe: every rank checks its preprocess against rank 0's).
-  Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg, RankModel model);
+  // before any communication; throws std::invalid_argument. pg (this
+  // pipeline's ranks, rank i holding stage i) may be null for a one-rank
+  // layout; dp is null without data parallelism. Collective where pg is given
+  // (tied-parameter holders; MPipe: every rank checks its preprocess against
+  // rank 0's). Both groups must outlive the pipeline.
+  Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup* pg, RankModel model,
+           comm::ProcessGroup* dp = nullptr);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -73,7 +88,10 @@ class Pipeline {
   // A rank fills what it reads: the input of input_micros(), the targets
   // where reads_targets(); extra wherever its stages use it. A pipeline
   // built with schedule.forward_only cannot train: it throws std::logic_error.
-  StepResult step(const std::vector<MicroBatch>& micros);
+  // sync_grads false (DDP's no_sync, for gradient accumulation): leave the
+  // gradients unreduced over the dp group; the next step with true averages
+  // everything accumulated since.
+  StepResult step(const std::vector<MicroBatch>& micros, bool sync_grads = true);
 
   // Forward only (Megatron's forward_only, torch.distributed.pipelining's
   // eval()): the layout's forward-only schedule under no-grad, each
@@ -111,6 +129,8 @@ class Pipeline {
   const std::vector<schedule::Action>& forward_actions() const { return forward_.actions; }
   // Null unless the schedule is MPipe.
   MPipeRuntime* mpipe() const { return train_.mpipe.get(); }
+  // Null without a dp group (or under schedule.forward_only).
+  const GradReducer* grad_reducer() const { return reducer_.get(); }
 
  private:
   // One schedule of the layout and what runs it; the training and the
@@ -122,6 +142,7 @@ class Pipeline {
     std::uint64_t run(const std::vector<MicroBatch>& micros, const std::vector<double>& weights, double* loss);
   };
   Runner make_runner(schedule::ScheduleOptions layout, const std::map<int, Stage*>& stages);
+  void reduce_over_replicas();
   // The loss weights of a step (each micro's share of the targets) and their
   // total; empty where this rank reads no target.
   std::vector<double> loss_weights(const std::vector<MicroBatch>& micros, bool required, double* tokens) const;
@@ -131,12 +152,15 @@ class Pipeline {
   PipelineOptions options_;
   int rank_;
   comm::ProcessGroup* pg_;
+  comm::ProcessGroup* dp_;
   RankModel model_;
   NamedTensors counted_;  // parameters this rank counts, tied copies included
   std::vector<std::unique_ptr<Stage>> stages_;
   Runner train_;
   Runner forward_;
   std::unique_ptr<TiedParameters> tied_;
+  std::unique_ptr<GradReducer> reducer_;
+  bool sync_grads_ = true;  // the current step's
 };
 
 }  // namespace hp::runtime

@@ -1,0 +1,114 @@
+// One rank of the data-parallel equivalence tests (data_parallel_dist_test),
+// started through the local launcher on dp * pp ranks laid out as a mesh
+// (comm/mesh.hpp: dp fastest here, as there is no tp or cp).
+//
+//   data_parallel_worker SCHEDULE PP VPP DP CASE...
+//   CASE = MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES
+//
+// MB is the micro-batches of one replica. ACCUM steps (different global
+// batches of DP x MB micro-batches) run on one pipeline, all but the last
+// with sync_grads false; replica d reads micro-batches [d * MB, (d + 1) * MB)
+// of each, and only what its rank reads. Each step's loss must equal the
+// single-process step over the whole global batch and, after the last, every
+// gradient the sum of the reference steps' (double, 1e-10 relative). With a
+// bucket smaller than the model, some bucket must have been launched from a
+// gradient hook (while a backward ran). Prints "OK   ..." / "FAIL ..." per
+// case; exits 1 on the first failure.
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "comm/mesh.hpp"
+#include "comm/process_group.hpp"
+#include "model/gpt_stages.hpp"
+#include "runtime/grad_reducer.hpp"
+#include "runtime/pipeline.hpp"
+#include "runtime/reference.hpp"
+#include "runtime/worker_group.hpp"
+
+using namespace hp;
+
+namespace {
+
+std::vector<int> fields(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string cell;
+  while (std::getline(in, cell, ':')) out.push_back(std::stoi(cell));
+  if (out.size() != 6) throw std::invalid_argument("bad case " + s + " (MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES)");
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 6) {
+    std::cerr << "usage: data_parallel_worker SCHEDULE PP VPP DP MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES...\n";
+    return 2;
+  }
+  try {
+    auto world = testing::join_worker_group();
+    comm::MeshShape shape;
+    shape.pp = std::atoi(argv[2]);
+    shape.dp = std::atoi(argv[4]);
+    const comm::Mesh mesh = comm::Mesh::create(world, shape);
+    const int replica = mesh.coord().dp, stage_rank = mesh.coord().pp;
+    for (int i = 5; i < argc; ++i) {
+      const auto f = fields(argv[i]);
+      runtime::PipelineOptions o;
+      if (!schedule::kind_from_name(argv[1], &o.schedule.kind)) throw std::invalid_argument(argv[1]);
+      o.schedule.pp = shape.pp;
+      o.schedule.vpp = std::atoi(argv[3]);
+      o.schedule.micro_batches = f[0];
+      o.grad_bucket_bytes = f[5];
+      model::GPTStagesOptions g;
+      auto& m = g.config;
+      m = testing::tiny_gpt_config(f[1], 31 + i);
+      m.num_layers = 2 * shape.pp * o.schedule.vpp;
+      m.enable_mhc_connections = f[2];
+      m.mhc_num_residual_streams = 3;
+      m.mhc_init_gating_factor = 0.5;
+      m.mtp_num_layers = f[3];
+      const int accum = f[4];
+      runtime::Pipeline p(o, stage_rank, mesh.group(comm::MeshDim::PP), model::build_gpt_stages(g, o.schedule, stage_rank),
+                          mesh.group(comm::MeshDim::DP));
+      std::map<std::string, at::Tensor> ref_grads;
+      double worst = 0;
+      std::string worst_name;
+      for (int a = 0; a < accum; ++a) {
+        const auto global = testing::make_micro_tokens(shape.dp * f[0], 2, {6}, m.vocab_size, 100 * i + a);
+        const std::vector<at::Tensor> mine(global.begin() + replica * f[0], global.begin() + (replica + 1) * f[0]);
+        const auto r = p.step(testing::rank_share(p, model::lm_micro_batches(mine)), a == accum - 1);
+        const auto ref = testing::reference_step(m, global);
+        if (const double e = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss)); e > worst)
+          worst = e, worst_name = "loss of step " + std::to_string(a);
+        for (const auto& [name, grad] : ref.grads)
+          ref_grads[name] = ref_grads.count(name) ? ref_grads[name] + grad : grad;
+      }
+      p.reduce_tied_grads();
+      for (const auto& [pname, t] : p.named_parameters()) {
+        if (!t.grad().defined()) throw std::runtime_error(pname + " has no gradient");
+        const double e = testing::max_rel_error(t.grad(), ref_grads.at(pname));
+        if (e > worst) worst = e, worst_name = pname;
+      }
+      const auto* reducer = p.grad_reducer();
+      const int buckets = reducer ? reducer->num_buckets() : 0;
+      const int hooked = reducer ? reducer->launched_in_backward() : 0;
+      bool ok = worst < 1e-10;
+      if (buckets > 1 && hooked == 0) ok = false, worst_name += "; no bucket was launched during a backward";
+      std::cout << (ok ? "OK   " : "FAIL ") << argv[1] << " pp=" << shape.pp << " vpp=" << argv[3] << " dp=" << shape.dp
+                << " case " << argv[i] << " rank " << world.rank() << " (replica " << replica << ", stage rank "
+                << stage_rank << ") buckets " << buckets << " launched in backward " << hooked << " max rel error "
+                << worst << " (" << worst_name << ")" << std::endl;
+      if (!ok) return 1;
+      world.barrier();
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "data_parallel_worker: " << e.what() << "\n";
+    return 1;
+  }
+}
