@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "comm/dist_env.hpp"
+#include "comm/mesh.hpp"
 #include "comm/p2p.hpp"
 #include "comm/process_group.hpp"
 
@@ -351,6 +352,46 @@ void size_mismatch(ProcessGroup& pg, P2P& p2p) {
   }
 }
 
+// 8 ranks as tp 2 x dp 2 x pp 2: in every group, an all-reduce of the
+// members' global ranks sums exactly the ranks the layout names, and a
+// message along the pp group reaches the next stage's rank.
+void mesh(ProcessGroup& pg, P2P&) {
+  MeshShape shape;
+  shape.tp = 2, shape.dp = 2, shape.pp = pg.world_size() / 4;
+  const Mesh m = Mesh::create(pg, shape);
+  check(m.group(MeshDim::CP) == nullptr, "no cp group at cp 1");
+  for (MeshDim d : {MeshDim::TP, MeshDim::DP, MeshDim::PP}) {
+    ProcessGroup* g = m.group(d);
+    const auto ranks = mesh_group_ranks(shape, pg.rank(), d);
+    check(g && g->world_size() == static_cast<int>(ranks.size()), mesh_dim_name(d) + " group size");
+    check(g->rank() == m.coord().at(d), mesh_dim_name(d) + " rank within the group");
+    check(g->global_rank(g->rank()) == pg.rank(), mesh_dim_name(d) + " global rank");
+    at::Tensor t = at::full({1}, static_cast<double>(pg.rank()), at::kDouble);
+    g->all_reduce(t);
+    double want = 0;
+    for (int r : ranks) want += r;
+    check(t.item<double>() == want, mesh_dim_name(d) + " group sums " + std::to_string(t.item<double>()) +
+                                        ", want " + std::to_string(want));
+  }
+  ProcessGroup& pp = *m.group(MeshDim::PP);
+  at::Tensor x = at::full({3}, static_cast<float>(pg.rank()));
+  if (pp.rank() == 0) {
+    pp.isend(x, 1, 5).wait();
+  } else {
+    pp.irecv(x, 0, 5).wait();
+    check(x[0].item<float>() == static_cast<float>(pp.global_rank(0)), "pp message from the previous stage");
+  }
+}
+
+// The last rank forms the job's group but not the subgroup of everybody:
+// the others' new_group names it.
+void subgroup_no_show(ProcessGroup& pg, P2P&) {
+  if (pg.rank() == pg.world_size() - 1) return;
+  std::vector<int> all(pg.world_size());
+  for (int r = 0; r < pg.world_size(); ++r) all[r] = r;
+  pg.new_group(all, "dp");
+}
+
 const std::map<std::string, Scenario>& scenarios() {
   static const std::map<std::string, Scenario> s = {
       {"ring", ring},
@@ -363,6 +404,8 @@ const std::map<std::string, Scenario>& scenarios() {
       {"early_exit_collective", early_exit_collective},
       {"hang", hang},
       {"size_mismatch", size_mismatch},
+      {"mesh", mesh},
+      {"subgroup_no_show", subgroup_no_show},
       {"late_master", [](ProcessGroup& pg, P2P&) { pg.barrier(); }},
       {"no_show", [](ProcessGroup& pg, P2P&) { pg.barrier(); }},
   };

@@ -82,6 +82,18 @@ TEST(CommDistP2P, ClientsWaitForALateStore) {
   expect_all_ok(r, 3, "late_master");
 }
 
+TEST(CommDistMesh, EveryGroupOfTp2Dp2Pp2HoldsTheRanksOfTheLayout) {
+  expect_all_ok(run_worker(8, "mesh"), 8, "mesh");
+}
+
+TEST(CommDistMesh, AMemberThatNeverFormsASubgroupIsNamed) {
+  WorkerRun r = run_worker(3, "subgroup_no_show", 2);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: forming the dp group [0, 1, 2] timed out after 2 s; rank(s) 2 did not join"))
+      << r.all();
+  EXPECT_LT(r.seconds, 12.0) << r.all();
+}
+
 TEST(CommDistFailure, ADeadPeerIsNamedQuickly) {
   const double timeout = 20;
   WorkerRun r = run_worker(3, "early_exit", timeout);
