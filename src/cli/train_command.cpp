@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/job.hpp"
+#include "comm/mesh.hpp"
 #include "cli/option_flags.hpp"
 #include "train/gpt_task.hpp"
 #include "train/hybrid_task.hpp"
@@ -109,7 +110,11 @@ Job resolve(const TrainArgs& a, int world) {
   if (!schedule::kind_from_name(a.schedule, &s.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
                                 ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
-  s.pp = world;
+  if (o.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(o.dp));
+  if (world % o.dp != 0)
+    throw std::invalid_argument("--dp " + std::to_string(o.dp) + " does not divide the job's " + std::to_string(world) +
+                                " ranks (--nproc): the ranks are dp x pp; give --nproc a multiple of --dp");
+  s.pp = world / o.dp;
   if (a.vpp_flag->count() == 0) s.vpp = schedule::default_vpp(s.kind);
   if (a.overflow != "full" && a.overflow != "min")
     throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
@@ -139,9 +144,19 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
   const Job job = resolve(a, world);
   const auto& s = job.options.pipeline.schedule;
-  if (!pg || pg->rank() == 0)
-    std::cout << "hyperpipe train: " << a.schedule << " pp=" << world << " vpp=" << s.vpp
-              << " mb=" << s.micro_batches << " | " << job.task->describe() << std::endl;
+  if (!pg || pg->rank() == 0) {
+    std::cout << "hyperpipe train: " << a.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
+    if (job.options.dp > 1) std::cout << " dp=" << job.options.dp;
+    std::cout << " | " << job.task->describe() << std::endl;
+    if (job.options.dp > 1) {
+      comm::MeshShape mesh;
+      mesh.dp = job.options.dp;
+      mesh.pp = s.pp;
+      std::cout << "mesh: " << comm::describe_mesh(mesh) << "; pipelines:";
+      for (const auto& line : comm::describe_mesh_groups(mesh, comm::MeshDim::PP)) std::cout << " [" << line.substr(line.find("ranks ") + 6) << "]";
+      std::cout << std::endl;
+    }
+  }
   train::train(job.options, *job.task, pg);
   return 0;
 }
@@ -209,6 +224,8 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--weight-decay", t.adam.weight_decay, "AdamW weight decay")->capture_default_str();
   cmd->add_option("--clip-grad", t.clip_grad, "global gradient-norm clip (0 = off)")->capture_default_str();
   cmd->add_option("--grad-accum", t.grad_accum, "pipeline runs per optimizer step")->capture_default_str();
+  cmd->add_option("--dp", t.dp, "data-parallel replicas of the pipeline: pp = ranks / dp, a step reads dp x --mb micro-batches")
+      ->capture_default_str();
   cmd->add_option("--seed", m.seed, "seed of the initial weights and of the batches")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 or float64")->capture_default_str();
   cmd->add_option("--data", a->data.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();

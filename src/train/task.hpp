@@ -28,7 +28,9 @@ class Task {
   virtual runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank) const = 0;
   // Batch `index` as `micro_batches` micro-batches, filled only where this
   // rank reads (runtime::Pipeline::input_micros / reads_targets); `extra`
-  // wherever the task's stages use it.
+  // wherever the task's stages use it. With data parallelism this is the
+  // global batch of every replica's micro-batches (replica d's are
+  // [d * mb, (d + 1) * mb)) and input_micros index into it.
   virtual std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches,
                                                  const std::vector<int>& input_micros, bool targets) const = 0;
   // Held-out batch `index` (the same batches at every evaluation, never a

@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "comm/mesh.hpp"
 #include "comm/process_group.hpp"
 #include "train/checkpoint.hpp"
 #include "train/grad_clip.hpp"
@@ -66,14 +67,62 @@ class Progress {
 
 void validate_checkpoint_shape(const std::string& load, const Task& task);
 
-// The mean loss over the held-out batches' target tokens, forward only. Collective.
-double evaluate(runtime::Pipeline& pipeline, const Task& task, int iters) {
-  const std::vector<int> input_micros = pipeline.input_micros();
-  const bool targets = pipeline.reads_targets();
+// Where this rank sits in the job: its pipeline (the pp group, rank i holding
+// stage i) and its data-parallel replica (the dp group of the ranks that hold
+// its stages in the other replicas); comm/mesh.hpp lays them out.
+struct Place {
+  std::optional<comm::Mesh> mesh;
+  comm::ProcessGroup* world = nullptr;
+  comm::ProcessGroup* pp = nullptr;
+  comm::ProcessGroup* dp = nullptr;
+  int world_rank = 0;
+  int stage_rank = 0;
+  int replica = 0;
+  int replicas = 1;
+};
+
+Place place(comm::ProcessGroup* world, int pp, int dp) {
+  Place p;
+  p.world = world;
+  p.pp = world;
+  p.replicas = dp;
+  if (!world) return p;
+  if (world->world_size() != pp * dp)
+    throw std::invalid_argument("--dp " + std::to_string(dp) + " x " + std::to_string(pp) + " pipeline ranks is not the job's " +
+                                std::to_string(world->world_size()) + " ranks");
+  p.world_rank = world->rank();
+  p.stage_rank = world->rank();
+  if (dp == 1) return p;
+  comm::MeshShape shape;
+  shape.dp = dp;
+  shape.pp = pp;
+  p.mesh = comm::Mesh::create(*world, shape);
+  p.pp = p.mesh->group(comm::MeshDim::PP);
+  p.dp = p.mesh->group(comm::MeshDim::DP);
+  p.stage_rank = p.mesh->coord().pp;
+  p.replica = p.mesh->coord().dp;
+  return p;
+}
+
+using Fetch = std::vector<runtime::MicroBatch> (Task::*)(std::int64_t, int, const std::vector<int>&, bool) const;
+
+// This replica's micro-batches of batch `index`: its slice of the global
+// batch of every replica's (Task::batch), filled where this rank reads.
+std::vector<runtime::MicroBatch> replica_batch(const Task& task, Fetch fetch, std::int64_t index,
+                                               const runtime::Pipeline& pipeline, const Place& at) {
   const int mb = pipeline.options().schedule.micro_batches;
+  std::vector<int> reads;
+  for (int m : pipeline.input_micros()) reads.push_back(at.replica * mb + m);
+  auto global = (task.*fetch)(index, at.replicas * mb, reads, pipeline.reads_targets());
+  return std::vector<runtime::MicroBatch>(std::make_move_iterator(global.begin() + at.replica * mb),
+                                          std::make_move_iterator(global.begin() + (at.replica + 1) * mb));
+}
+
+// The mean loss over the held-out batches' target tokens, forward only. Collective.
+double evaluate(runtime::Pipeline& pipeline, const Task& task, int iters, const Place& at) {
   double weighted = 0, tokens = 0;
   for (int i = 0; i < iters; ++i) {
-    const runtime::StepResult r = pipeline.evaluate(task.eval_batch(i, mb, input_micros, targets));
+    const runtime::StepResult r = pipeline.evaluate(replica_batch(task, &Task::eval_batch, i, pipeline, at));
     weighted += r.loss * static_cast<double>(r.tokens);
     tokens += static_cast<double>(r.tokens);
   }
@@ -85,6 +134,7 @@ double evaluate(runtime::Pipeline& pipeline, const Task& task, int iters) {
 void TrainOptions::validate(const Task& task) const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
   if (grad_accum < 1) fail("--grad-accum must be >= 1, got " + std::to_string(grad_accum));
+  if (dp < 1) fail("--dp must be >= 1, got " + std::to_string(dp));
   if (steps < 1) fail("--steps must be >= 1, got " + std::to_string(steps));
   if (clip_grad < 0) fail("--clip-grad must be >= 0, got " + std::to_string(clip_grad));
   if (save_interval < 0) fail("--save-interval must be >= 0");
@@ -144,31 +194,33 @@ void validate_checkpoint_shape(const std::string& load, const Task& task) {
 
 TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
   o.validate(task);
-  const int rank = pg ? pg->rank() : 0;
+  const Place at = place(pg, o.pipeline.schedule.pp, o.dp);
+  const int rank = at.stage_rank;
   runtime::RankModel model = task.build(o.pipeline.schedule, rank);
   // The model's own step values (MTP losses): one slot each in the counters' all-reduce.
   const std::vector<std::string> model_metric_names = model.metric_names;
   const auto model_metrics = model.metrics;
-  runtime::Pipeline pipeline(o.pipeline, rank, pg, std::move(model));
-  const std::vector<int> input_micros = pipeline.input_micros();
-  const bool targets = pipeline.reads_targets();
-  const int micro_batches = o.pipeline.schedule.micro_batches;
+  runtime::Pipeline pipeline(o.pipeline, rank, at.pp, std::move(model), at.dp);
   const auto lr_opts = lr_options(o);
 
   NamedParams params = pipeline.named_parameters();
   AdamW adam(params, o.adam);
   std::int64_t first_step = 1;
   if (!o.load.empty()) first_step = restore_checkpoint(o.load, params, &adam).step + 1;
-  auto all_reduce_sum = [pg](double x) {
-    if (!pg || pg->world_size() == 1) return x;
-    at::Tensor t = at::full({1}, x, at::kDouble);
-    pg->all_reduce(t);
-    return t.item<double>();
+  auto sum_over = [](comm::ProcessGroup* g) {
+    return [g](double x) {
+      if (!g || g->world_size() == 1) return x;
+      at::Tensor t = at::full({1}, x, at::kDouble);
+      g->all_reduce(t);
+      return t.item<double>();
+    };
   };
+  // Gradients are the same in every replica after the step: a norm over one pipeline is global.
+  const auto sum_over_pipeline = sum_over(at.pp);
   const auto dup = pipeline.duplicate_parameter_names();
   const std::set<std::string> duplicates(dup.begin(), dup.end());
   std::unique_ptr<MetricsWriter> metrics;
-  if (rank == 0 && !o.metrics.empty()) {
+  if (at.world_rank == 0 && !o.metrics.empty()) {
     // A resumed run rewrites what a longer earlier run wrote past the loaded step.
     if (first_step > 1) keep_metrics_through(o.metrics, first_step - 1);
     metrics = std::make_unique<MetricsWriter>(o.metrics, first_step > 1);
@@ -176,16 +228,20 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
 
   // False when the job is to stop: a save failed (every rank agrees on that) with
   // --save-failures stop. The rank that failed says why in one line and exits non-zero.
+  // The first replica's pipeline writes (the replicas hold the same values).
   auto save = [&](std::int64_t step) {
-    const bool inject = o.fault.kind == "nospace" && o.fault.rank == rank && o.fault.step == step;
+    const bool inject = o.fault.kind == "nospace" && o.fault.rank == at.world_rank && o.fault.step == step;
     if (inject)
       set_checkpoint_write_fault([](const std::string& file, std::size_t offset, std::size_t size) {
         return file.size() > 7 && file.compare(file.size() - 7, 7, ".pt.tmp") == 0 && offset >= size / 2 ? ENOSPC : 0;
       });
-    auto agree = [&](bool ok) { return all_reduce_sum(ok ? 0.0 : 1.0) == 0.0; };
-    const SaveOutcome r = try_save_checkpoint(o.save, step, rank, pg ? pg->world_size() : 1, params, adam.state(),
-                                              task.checkpoint_metadata(), agree, o.keep);
+    auto agree = [&](bool ok) { return sum_over_pipeline(ok ? 0.0 : 1.0) == 0.0; };
+    SaveOutcome r;
+    if (at.replica == 0)
+      r = try_save_checkpoint(o.save, step, rank, o.pipeline.schedule.pp, params, adam.state(),
+                              task.checkpoint_metadata(), agree, o.keep);
     if (inject) set_checkpoint_write_fault(nullptr);
+    if (at.dp) r.ok = sum_over(at.world)(r.ok ? 0.0 : 1.0) == 0.0;  // the other replicas learn the outcome
     if (r.ok) return true;
     if (o.save_failures == "continue") {
       if (!r.error.empty()) std::cerr << "hyperpipe train: warning: " << r.error << "; training on (--save-failures continue)" << std::endl;
@@ -200,20 +256,21 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   result.last_step = o.steps;
   Progress progress(first_step, o.steps, o.log_interval);
   for (std::int64_t step = first_step; step <= o.steps; ++step) {
-    if (o.fault.rank == rank && o.fault.step == step && o.fault.kind != "nospace") {
-      std::cerr << "rank " << rank << ": injected fault (" << o.fault.kind << ") at step " << step << std::endl;
+    if (o.fault.rank == at.world_rank && o.fault.step == step && o.fault.kind != "nospace") {
+      std::cerr << "rank " << at.world_rank << ": injected fault (" << o.fault.kind << ") at step " << step << std::endl;
       if (o.fault.kind == "hang")
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       std::_Exit(17);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const comm::CommCounters before = pg ? pg->counters() : comm::CommCounters{};
+    const comm::CommCounters before = at.pp ? at.pp->counters() : comm::CommCounters{};
     double loss = 0;
     std::int64_t tokens = 0;
     std::uint64_t bytes_broadcast = 0;
     for (int a = 0; a < o.grad_accum; ++a) {
       const std::int64_t index = (step - 1) * o.grad_accum + a;
-      const auto r = pipeline.step(task.batch(index, micro_batches, input_micros, targets));
+      // One average over the replicas per optimizer step, after the last accumulation.
+      const auto r = pipeline.step(replica_batch(task, &Task::batch, index, pipeline, at), a == o.grad_accum - 1);
       loss += r.loss / o.grad_accum;
       tokens += r.tokens;
       bytes_broadcast += r.bytes_broadcast;
@@ -228,17 +285,19 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     }
     GradClipOptions clip;
     clip.max_norm = o.clip_grad;
-    const double norm = clip_grad_norm(params, clip, all_reduce_sum, duplicates);
+    const double norm = clip_grad_norm(params, clip, sum_over_pipeline, duplicates);
     const double lr = lr_at(lr_opts, step - 1);
     adam.step(lr);
     adam.zero_grad();
     pipeline.zero_grad();  // also the MPipe replicas, which the optimizer does not hold
-    // Traffic and the model's values, summed over ranks in one all-reduce.
-    const comm::CommCounters after = pg ? pg->counters() : comm::CommCounters{};
+    // Pipeline traffic and the model's values, summed over ranks in one
+    // all-reduce (the model's then averaged over the replicas).
+    const comm::CommCounters after = at.pp ? at.pp->counters() : comm::CommCounters{};
     std::vector<double> sums = {static_cast<double>(after.bytes_sent - before.bytes_sent),
                                 static_cast<double>(after.bytes_received - before.bytes_received)};
     std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
     mine.resize(model_metric_names.size(), 0.0);
+    for (double& v : mine) v /= at.replicas;
     sums.insert(sums.end(), mine.begin(), mine.end());
     if (pg && pg->world_size() > 1) {
       at::Tensor t = at::tensor(sums, at::kDouble);
@@ -251,10 +310,10 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     result.losses.push_back(loss);
     std::optional<double> val_loss;
     if (o.eval_interval > 0 && (step % o.eval_interval == 0 || step == o.steps)) {
-      val_loss = evaluate(pipeline, task, o.eval_iters);
+      val_loss = evaluate(pipeline, task, o.eval_iters, at);
       result.eval_losses.emplace_back(step, *val_loss);
     }
-    if (rank == 0) {
+    if (at.world_rank == 0) {
       const double tps = tokens / (ms / 1000.0);
       progress.update(step, loss, lr, ms, tps, val_loss);
       if (metrics) {

@@ -42,7 +42,7 @@ struct FaultInjection {
 // interleaved 1F1B with 2 chunks per rank and 8 micro-batches, about a minute
 // on 2 cores.
 struct TrainOptions {
-  // Schedule (pp = world size) and executor options.
+  // Schedule (pp = world size / dp) and executor options.
   runtime::PipelineOptions pipeline = [] {
     runtime::PipelineOptions p;
     p.schedule.kind = schedule::ScheduleKind::Interleaved;
@@ -50,6 +50,9 @@ struct TrainOptions {
     p.schedule.micro_batches = 8;
     return p;
   }();
+  // --dp: data-parallel replicas of the pipeline; the job's ranks are dp x pp
+  // (comm/mesh.hpp's layout), and a step reads dp x --mb micro-batches.
+  int dp = 1;
   int grad_accum = 1;                 // --grad-accum: pipeline runs per optimizer step
   std::int64_t steps = 150;           // --steps: number of the last step
   // --lr --min-lr --warmup-steps (decay over --steps)

@@ -140,6 +140,8 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("plan --simulate --p2p-bw -1", "--p2p-bw must be a finite number >= 0");
   expect_error("train --config /tmp", "--config /tmp: not a readable file");
   expect_error("train --eval-interval -1", "--eval-interval must be >= 0");
+  expect_error("train --nproc 4 --dp 3", "--dp 3 does not divide the job's 4 ranks (--nproc)");
+  expect_error("train --dp 0", "--dp must be >= 1, got 0");
   expect_error("train --eval-interval 5 --eval-iters 0", "--eval-iters must be >= 1");
   const std::string text = fresh_dir("eval") + "/corpus.txt";
   std::ofstream(text) << "some text to train on, long enough for a sequence of thirty-two tokens and more\n";

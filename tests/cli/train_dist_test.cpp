@@ -78,6 +78,31 @@ TEST(TrainDist, TiedEmbeddingsWithAccumulationFollowTheUnsplitCurve) {
   expect_same_curve(train("--nproc 2 --schedule 1f1b" + vl, dir + "/vl_pp2.jsonl"), vl_ref);
 }
 
+// Data parallelism (--dp): replicas of a pipeline, each reading its slice of
+// the global batch, follow the curve of one process over dp x --mb
+// micro-batches, with gradient accumulation, tied embeddings and evaluation;
+// a checkpoint saved under dp 2 x pp 2 resumes under pp 4 and under dp 4.
+TEST(TrainDist, DataParallelReplicasFollowTheOneProcessCurveAndResumeUnderAnotherMesh) {
+  const std::string dir = fresh_dir("dp");
+  const std::string common = " --steps 5 --tie-embeddings --grad-accum 2 --eval-interval 5 --eval-iters 2";
+  const auto ref = train("--nproc 1 --schedule no-pipelining --mb 8" + common, dir + "/ref.jsonl");
+  ASSERT_EQ(ref.size(), 5u);
+  const auto ref_val = read_losses(dir + "/ref.jsonl", "val_loss");
+  ASSERT_EQ(ref_val.size(), 1u);
+  const auto dp = train("--nproc 4 --dp 2 --schedule 1f1b --vpp 1 --mb 4" + common, dir + "/dp2pp2.jsonl");
+  expect_same_curve(dp, ref);
+  expect_same_curve(read_losses(dir + "/dp2pp2.jsonl", "val_loss"), ref_val);
+  const std::vector<std::pair<long, double>> head(ref.begin(), ref.begin() + 3), tail(ref.begin() + 3, ref.end());
+  const std::string save = " --steps 3 --tie-embeddings --grad-accum 2 --save " + dir + "/ck";
+  expect_same_curve(train("--nproc 4 --dp 2 --schedule interleaved --vpp 2 --mb 4" + save, dir + "/first.jsonl"), head);
+  const std::string resume = " --steps 5 --tie-embeddings --grad-accum 2 --load " + dir + "/ck";
+  expect_same_curve(train("--nproc 4 --schedule 1f1b --vpp 1 --mb 8" + resume, dir + "/pp4.jsonl"), tail);
+  expect_same_curve(train("--nproc 4 --dp 4 --schedule no-pipelining --vpp 1 --mb 2" + resume, dir + "/dp4.jsonl"), tail);
+  // One checkpoint of pp 2 ranks: the replicas hold the same values, the first writes.
+  const auto ls = run_command(hyperpipe() + " checkpoint ls " + dir + "/ck");
+  EXPECT_NE(ls.output.find("step 3, saved by 2 rank(s)"), std::string::npos) << ls.output;
+}
+
 TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
   const std::string dir = fresh_dir("ckpt");
   const auto full = train("--nproc 4 --schedule 1f1b --vpp 1 --steps 6 --tie-embeddings", dir + "/full.jsonl");
