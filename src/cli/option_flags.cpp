@@ -86,14 +86,21 @@ const FlagNames& plan_flags() {
   return f;
 }
 
-const FlagNames& job_flags() {
-  static const FlagNames f = [] {
-    FlagNames f = schedule_flags("--nproc", "--freeze-vision");
-    f.insert(f.end(), kModelFlags.begin(), kModelFlags.end());
-    longest_first(f);
-    return f;
-  }();
+namespace {
+
+FlagNames model_job_flags(const std::string& pp_flag) {
+  FlagNames f = schedule_flags(pp_flag, "--freeze-vision");
+  f.insert(f.end(), kModelFlags.begin(), kModelFlags.end());
+  longest_first(f);
   return f;
+}
+
+}  // namespace
+
+const FlagNames& job_flags(bool data_parallel) {
+  static const FlagNames plain = model_job_flags("--nproc");
+  static const FlagNames dp = model_job_flags("pp (--nproc / --dp)");
+  return data_parallel ? dp : plain;
 }
 
 }  // namespace hp::cli

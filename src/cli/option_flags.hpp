@@ -20,6 +20,7 @@ std::string with_flags(std::string message, const FlagNames& flags);
 const FlagNames& plan_flags();
 // The flags of the commands that run a job (train, bench): the pipeline
 // depth is the number of ranks, --nproc.
-const FlagNames& job_flags();
+// With data_parallel (train --dp > 1) the pipeline has --nproc / --dp ranks.
+const FlagNames& job_flags(bool data_parallel = false);
 
 }  // namespace hp::cli

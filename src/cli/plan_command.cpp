@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cli/option_flags.hpp"
+#include "comm/mesh_layout.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/render.hpp"
 #include "schedule/schedule_io.hpp"
@@ -30,6 +31,7 @@ struct PlanArgs {
   std::vector<std::string> stage_costs;  // "STAGE:F:B"
   std::string svg, trace;
   CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
+  int dp = 1;                        // replicas of the pipeline: the mesh is printed
 };
 
 std::string read_file(const std::string& path) {
@@ -95,7 +97,18 @@ schedule::Schedule build(PlanArgs& a) {
   return schedule::generate(a.opts);
 }
 
+// The job's ranks as `hyperpipe train --dp` lays them out.
+void print_mesh(const PlanArgs& a, const schedule::Schedule& s) {
+  comm::MeshShape mesh;
+  mesh.dp = a.dp;
+  mesh.pp = s.options.pp;
+  std::cout << "mesh: " << comm::describe_mesh(mesh) << " (ranks above are stage ranks of each pipeline)\n";
+  for (comm::MeshDim d : {comm::MeshDim::PP, comm::MeshDim::DP})
+    for (const auto& line : comm::describe_mesh_groups(mesh, d)) std::cout << "  " << line << "\n";
+}
+
 void run_plan(PlanArgs& a) {
+  if (a.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(a.dp));
   parse_stage_costs(a);
   schedule::Schedule s = build(a);
   if (auto v = schedule::validate(s); !v.ok())
@@ -120,6 +133,7 @@ void run_plan(PlanArgs& a) {
         std::cout << "rank " << r << ": busy " << report.ranks[r].busy << "  idle " << report.ranks[r].idle
                   << "  peak_activations " << report.ranks[r].peak_activations << "\n";
     }
+    if (a.dp > 1) print_mesh(a, s);
   }
   if (!a.svg.empty()) write_file("--svg", a.svg, schedule::render_svg(s, report));
   if (!a.trace.empty()) write_file("--trace", a.trace, schedule::render_chrome_trace(s, report));
@@ -135,6 +149,8 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--schedule", args->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")
       ->capture_default_str();
   cmd->add_option("--pp", o.pp, "pipeline ranks")->capture_default_str();
+  cmd->add_option("--dp", args->dp, "data-parallel replicas of the pipeline (prints the mesh of dp x pp ranks)")
+      ->capture_default_str();
   args->vpp_flag = cmd->add_option("--vpp", o.vpp, "chunks (virtual stages) per rank (default: 1, or 2 for interleaved and mpipe)");
   cmd->add_option("--mb", o.micro_batches, "micro-batches per step")->capture_default_str();
   cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it)")

@@ -251,7 +251,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->callback([a, exit_code, nproc] {
     a->job.nproc_given = nproc->count() > 0;
     *exit_code = run_job_reporting(
-        "train", job_flags(), a->job, [a](int world) { resolve(*a, world); },
+        "train", job_flags(a->train.dp > 1), a->job, [a](int world) { resolve(*a, world); },
         [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
   });
 }

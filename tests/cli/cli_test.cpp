@@ -36,6 +36,15 @@ TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
   expect_error("plan --from-csv " + dir + "/unmatched.csv", "rank 1");
 }
 
+TEST(PlanCli, DataParallelPrintsTheMesh) {
+  const auto r = run_command(hyperpipe() + " plan --schedule 1f1b --pp 2 --mb 2 --dp 2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"mesh: tp 1 x cp 1 x dp 2 x pp 2 = 4 ranks", "pp group 0: ranks 0 2", "pp group 1: ranks 1 3",
+                           "dp group 0: ranks 0 1", "dp group 1: ranks 2 3"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  expect_error("plan --dp 0", "--dp must be >= 1, got 0");
+}
+
 TEST(PlanCli, CsvRoundTripsThroughTheCommandLine) {
   const std::string dir = fresh_dir("csv");
   for (const char* args : {"--schedule 1f1b --pp 4 --vpp 1 --mb 6", "--schedule interleaved --pp 3 --vpp 2 --mb 5",
@@ -142,6 +151,8 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --eval-interval -1", "--eval-interval must be >= 0");
   expect_error("train --nproc 4 --dp 3", "--dp 3 does not divide the job's 4 ranks (--nproc)");
   expect_error("train --dp 0", "--dp must be >= 1, got 0");
+  expect_error("train --nproc 4 --dp 2 --mhc --mtp-layers 1 --schedule 1f1b",
+               "--mhc with --mtp-layers and pp (--nproc / --dp) 2: a pipelined GPT with mHC cannot run multi-token");
   expect_error("train --eval-interval 5 --eval-iters 0", "--eval-iters must be >= 1");
   const std::string text = fresh_dir("eval") + "/corpus.txt";
   std::ofstream(text) << "some text to train on, long enough for a sequence of thirty-two tokens and more\n";
