@@ -513,6 +513,28 @@ Work ProcessGroup::iall_reduce(const at::Tensor& tensor, ReduceOp op) {
 
 void ProcessGroup::all_reduce(const at::Tensor& tensor, ReduceOp op) { iall_reduce(tensor, op).wait(); }
 
+at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor) {
+  impl_->check_tensor("all_gather", tensor);
+  auto& sh = impl_->sh;
+  at::Tensor input = tensor.detach().contiguous();
+  std::vector<int64_t> shape{sh->env.world_size};
+  shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());
+  at::Tensor out = at::empty(shape, input.options());
+  if (input.numel() == 0) return out;
+  std::ostringstream what;
+  what << "all_gather of " << input.numel() << " " << dtype_name(input) << " elements over " << sh->env.world_size
+       << " ranks";
+  OpInfo info{"all_gather", -1, -1, what.str()};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < sh->env.world_size; ++r) outputs[0].push_back(out[r]);
+  std::vector<at::Tensor> inputs{input};
+  c10d::AllgatherOptions ao;
+  ao.timeout = sh->timeout;
+  auto w = impl_->post(info, [&] { return sh->gloo->allgather(outputs, inputs, ao); });
+  GlooWork(sh, std::move(w), std::move(info), {input, out}, nullptr, at::Tensor(), 0, GlooWork::Count::None).wait();
+  return out;
+}
+
 void ProcessGroup::barrier() {
   auto& sh = impl_->sh;
   OpInfo info{"barrier", -1, -1, "barrier over " + std::to_string(sh->env.world_size) + " ranks"};

@@ -118,6 +118,9 @@ class ProcessGroup {
   void broadcast(const std::vector<at::Tensor>& tensors, int root);
   Work iall_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
   void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  // Every rank's `tensor` (same shape and dtype everywhere), stacked by rank:
+  // [world_size, ...tensor.sizes()].
+  at::Tensor all_gather(const at::Tensor& tensor);
   void barrier();
 
   CommCounters counters() const;

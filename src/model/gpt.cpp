@@ -1,4 +1,5 @@
 #include "model/gpt.hpp"
+#include "model/tensor_parallel.hpp"
 
 #include <c10/util/StringUtil.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -97,7 +98,8 @@ void GPTChunk::build(const ChunkLayout& layout) {
   if (first_ || (last_ && config.tie_embeddings) || mtp) {
     auto embedding = register_module("embedding", std::make_shared<torch::nn::Module>("embedding"));
     word_ = embedding->register_module(
-        "word", std::make_shared<Embedding>(config.vocab_size, config.hidden_size, dtype));
+        "word", std::make_shared<VocabParallelEmbedding>(config.vocab_size, config.hidden_size, dtype,
+                                                         config.tensor_parallel));
     if (first_) {
       position_ = embedding->register_module(
           "position", std::make_shared<Embedding>(config.max_seq_len, config.hidden_size, dtype));
@@ -114,8 +116,9 @@ void GPTChunk::build(const ChunkLayout& layout) {
     final_norm_ = register_module(
         "final_norm", std::make_shared<LayerNorm>(config.hidden_size, config.layernorm_eps, dtype));
     if (!config.tie_embeddings) {
-      lm_head_ = register_module(
-          "lm_head", std::make_shared<Linear>(config.hidden_size, config.vocab_size, false, dtype));
+      lm_head_ = register_module("lm_head", std::make_shared<ColumnParallelLinear>(
+                                                config.hidden_size, config.vocab_size, false, dtype,
+                                                config.tensor_parallel));
     }
   }
 
@@ -128,10 +131,9 @@ void GPTChunk::build(const ChunkLayout& layout) {
                                                                          config.mtp_loss_scaling_factor, make_layers));
   }
 
-  at::NoGradGuard no_grad;
-  for (auto& item : named_parameters(/*recurse=*/true)) {
-    item.value().copy_(initial_parameter_value(item.key(), item.value().sizes(), config_));
-  }
+  initialize_parameters(*this, config.tensor_parallel, [this](const std::string& name, at::IntArrayRef shape) {
+    return initial_parameter_value(name, shape, config_);
+  });
 }
 
 std::vector<int64_t> GPTChunk::input_shape(int64_t batch, int64_t seq) const {
@@ -140,7 +142,7 @@ std::vector<int64_t> GPTChunk::input_shape(int64_t batch, int64_t seq) const {
 }
 
 std::vector<int64_t> GPTChunk::output_shape(int64_t batch, int64_t seq) const {
-  return {batch, seq, last_ ? config_.vocab_size : config_.residual_width()};
+  return {batch, seq, last_ ? config_.vocab_size / config_.tensor_parallel.size : config_.residual_width()};
 }
 
 c10::ScalarType GPTChunk::activation_dtype() const { return to_scalar_type(config_.dtype); }
@@ -192,7 +194,8 @@ torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input, 
     const torch::Tensor hidden = x;
     auto head = [this](const torch::Tensor& h) {
       const auto n = final_norm_->forward(h);
-      return lm_head_ ? lm_head_->forward(n) : at::linear(n, word_->weight);
+      return lm_head_ ? lm_head_->forward(n)
+                      : at::linear(copy_to_tensor_parallel(n, config_.tensor_parallel), word_->weight);
     };
     x = head(hidden);
     if (mtp_ && !cache) {

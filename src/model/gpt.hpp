@@ -18,7 +18,10 @@
 // and, for the depths' token embeddings, a copy of embedding.word.weight too.
 //
 // Initial values depend only on (config.seed, global name, shape, init_std,
-// num_layers), never on the layout (initial_parameter_value).
+// num_layers), never on the layout (initial_parameter_value); a tensor-parallel
+// rank holds its shard of them (model/tensor_parallel.hpp): the embedding and
+// the LM head split over the vocabulary, each layer's attention over heads and
+// MLP over its inner width.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -32,12 +35,14 @@
 
 namespace hp::model {
 
+class ColumnParallelLinear;
 class Embedding;
 struct KVCache;
 class LayerNorm;
 class MultiTokenPrediction;
 class Linear;
 class TransformerBlock;
+class VocabParallelEmbedding;
 
 // Where a chunk sits in the model when it is not simply one stage of a
 // Partition: MPipe Transpose (runtime/mpipe_runtime.hpp) splits stage 0 into a
@@ -65,6 +70,8 @@ class GPTChunk : public torch::nn::Module {
   //   first stage:  int64 token ids [batch, seq] in [0, vocab) -> hidden [batch, seq, hidden]
   //   middle stage: hidden [batch, seq, hidden] (config dtype)  -> hidden
   //   last stage:   hidden -> logits [batch, seq, vocab]; first and last: tokens -> logits.
+  //   Under tensor parallelism the logits are this rank's vocabulary share,
+  //   [batch, seq, vocab / tp] (model::vocab_parallel_cross_entropy).
   // The output is always a new tensor, never the input or a view of it (an empty
   // middle stage returns a graph-connected copy), so a sent output can be
   // pseudo-deallocated. Bad input throws std::invalid_argument.
@@ -126,11 +133,11 @@ class GPTChunk : public torch::nn::Module {
   bool last_;
   int layer_begin_;
   int layer_end_;
-  std::shared_ptr<Embedding> word_;      // first stage, or last stage with tied embeddings
+  std::shared_ptr<VocabParallelEmbedding> word_;  // first stage, or last stage with tied embeddings
   std::shared_ptr<Embedding> position_;  // first stage
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   std::shared_ptr<LayerNorm> final_norm_;  // last stage
-  std::shared_ptr<Linear> lm_head_;        // last stage without tied embeddings
+  std::shared_ptr<ColumnParallelLinear> lm_head_;  // last stage without tied embeddings
   std::shared_ptr<MultiTokenPrediction> mtp_;  // last stage with mtp_num_layers > 0
   double mtp_grad_scale_ = 1.0;
 };

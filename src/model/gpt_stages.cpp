@@ -10,6 +10,7 @@
 #include "model/lm_loss.hpp"
 #include "model/mtp.hpp"
 #include "model/preprocess.hpp"
+#include "model/tensor_parallel.hpp"
 #include "runtime/module_stage.hpp"
 
 namespace hp::model {
@@ -68,7 +69,9 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
   runtime::RankModel m;
   const int t = layout.transposed_layers();
   if (t > 0) {
-    m.preprocess = runtime_preprocess(std::make_shared<GPTPreprocess>(cfg, t), o.micro_batch_rows, o.seq_len);
+    auto preprocess = std::make_shared<GPTPreprocess>(cfg, t);
+    m.tensor_parallel = tensor_parallel_shards(*preprocess->chunk());
+    m.preprocess = runtime_preprocess(preprocess, o.micro_batch_rows, o.seq_len);
     if (rank == 0) {
       ChunkLayout body0;
       body0.stage = 0;
@@ -81,9 +84,13 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
   for (auto& chunk : chunks) {
     chunk->set_mtp_grad_scale(1.0 / layout.micro_batches);
     m.stages.push_back(chunk_stage(chunk));
+    const auto shards = tensor_parallel_shards(*chunk);
+    m.tensor_parallel.insert(shards.begin(), shards.end());
   }
   if (cfg.mtp_num_layers > 0) add_mtp_metrics(m, cfg.mtp_num_layers, chunks.back()->mtp());
-  m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
+  m.loss = [tp = cfg.tensor_parallel](const at::Tensor& logits, const at::Tensor& labels) {
+    return lm_loss(logits, labels, tp);
+  };
   m.tied_parameters = gpt_tied_parameters(cfg);
   if (o.micro_batch_rows > 0 && o.seq_len > 0) m.output_spec = fixed_output_spec(o.micro_batch_rows, o.seq_len, cfg);
   return m;

@@ -2,6 +2,7 @@
 
 #include "model/hyper_connection.hpp"
 #include "model/kv_cache.hpp"
+#include "model/tensor_parallel.hpp"
 
 #include <cmath>
 #include <limits>
@@ -38,15 +39,16 @@ Embedding::Embedding(int64_t num, int64_t dim, c10::ScalarType dtype) {
 torch::Tensor Embedding::forward(const torch::Tensor& ids) { return at::embedding(weight, ids); }
 
 CausalSelfAttention::CausalSelfAttention(const TransformerConfig& config)
-    : heads_(config.num_attention_heads), head_dim_(config.head_dim()) {
+    : heads_(config.num_attention_heads / config.tensor_parallel.size), head_dim_(config.head_dim()) {
   const auto dtype = to_scalar_type(config.dtype);
   const int64_t hidden = config.hidden_size;
-  qkv_ = register_module("qkv", std::make_shared<Linear>(hidden, 3 * hidden, true, dtype));
-  proj_ = register_module("proj", std::make_shared<Linear>(hidden, hidden, true, dtype));
+  const auto& tp = config.tensor_parallel;
+  qkv_ = register_module("qkv", std::make_shared<ColumnParallelLinear>(hidden, 3 * hidden, true, dtype, tp, 3));
+  proj_ = register_module("proj", std::make_shared<RowParallelLinear>(hidden, hidden, true, dtype, tp));
 }
 
 torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCache* cache) {
-  const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2);
+  const int64_t batch = x.size(0), seq = x.size(1);
   // [batch, seq, 3, heads, head_dim] -> [3, batch, heads, seq, head_dim]
   const auto qkv =
       qkv_->forward(x).view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
@@ -66,15 +68,16 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
   const auto future = at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   const auto y = at::matmul(at::softmax(scores, -1), v);  // [batch, heads, seq, head_dim]
-  return proj_->forward(y.transpose(1, 2).reshape({batch, seq, hidden}));
+  return proj_->forward(y.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));
 }
 
 MLP::MLP(const TransformerConfig& config) {
   const auto dtype = to_scalar_type(config.dtype);
+  const auto& tp = config.tensor_parallel;
   fc1_ = register_module(
-      "fc1", std::make_shared<Linear>(config.hidden_size, config.ffn_hidden(), true, dtype));
+      "fc1", std::make_shared<ColumnParallelLinear>(config.hidden_size, config.ffn_hidden(), true, dtype, tp));
   fc2_ = register_module(
-      "fc2", std::make_shared<Linear>(config.ffn_hidden(), config.hidden_size, true, dtype));
+      "fc2", std::make_shared<RowParallelLinear>(config.ffn_hidden(), config.hidden_size, true, dtype, tp));
 }
 
 torch::Tensor MLP::forward(const torch::Tensor& x) {

@@ -50,10 +50,15 @@ class Embedding : public torch::nn::Module {
 };
 
 struct AttentionCache;
+class ColumnParallelLinear;
+class RowParallelLinear;
 
 // Causal multi-head self-attention: fused "qkv" projection [hidden -> 3*hidden],
 // softmax(q k^T / sqrt(head_dim)) with future positions masked, "proj" output
 // projection. [batch, seq, hidden] -> [batch, seq, hidden]; any seq length.
+// Under tensor parallelism (config.tensor_parallel) each rank runs heads / tp
+// heads: qkv is column-parallel (its q, k and v parts each split), proj
+// row-parallel (model/tensor_parallel.hpp).
 // With a cache (decoding) x holds the positions after the cached ones: they
 // attend to the cached keys and values and to each other causally, and the
 // cache grows by them.
@@ -63,21 +68,22 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, AttentionCache* cache = nullptr);
 
  private:
-  int64_t heads_;
+  int64_t heads_;  // this rank's
   int64_t head_dim_;
-  std::shared_ptr<Linear> qkv_;
-  std::shared_ptr<Linear> proj_;
+  std::shared_ptr<ColumnParallelLinear> qkv_;
+  std::shared_ptr<RowParallelLinear> proj_;
 };
 
-// "fc1" [hidden -> ffn_hidden], exact GELU, "fc2" [ffn_hidden -> hidden].
+// "fc1" [hidden -> ffn_hidden], exact GELU, "fc2" [ffn_hidden -> hidden];
+// fc1 column-parallel and fc2 row-parallel under tensor parallelism.
 class MLP : public torch::nn::Module {
  public:
   explicit MLP(const TransformerConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
-  std::shared_ptr<Linear> fc1_;
-  std::shared_ptr<Linear> fc2_;
+  std::shared_ptr<ColumnParallelLinear> fc1_;
+  std::shared_ptr<RowParallelLinear> fc2_;
 };
 
 class HyperConnection;

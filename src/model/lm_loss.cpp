@@ -1,5 +1,7 @@
 #include "model/lm_loss.hpp"
 
+#include "model/tensor_parallel.hpp"
+
 #include <c10/util/StringUtil.h>
 #include <ATen/ops/cross_entropy_loss.h>
 
@@ -14,7 +16,7 @@ std::string shape_text(const at::Tensor& t) { return c10::str(t.sizes()); }  // 
 
 }  // namespace
 
-at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
+at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels, const TensorParallel& tp) {
   if (!logits.defined() || !labels.defined()) {
     throw std::invalid_argument("lm_loss: logits and labels must be defined tensors");
   }
@@ -30,7 +32,7 @@ at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
                                 std::string(c10::toString(labels.scalar_type())) + " " +
                                 shape_text(labels));
   }
-  const int64_t vocab = logits.size(2);
+  const int64_t vocab = logits.size(2) * tp.size;
   if (labels.numel() > 0) {
     const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
     if (lo < 0 || hi >= vocab) {
@@ -39,6 +41,7 @@ at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
                                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
   }
+  if (tp.size > 1) return vocab_parallel_cross_entropy(logits, labels, tp).mean();
   return at::cross_entropy_loss(logits.reshape({-1, vocab}), labels.reshape({-1}));
 }
 

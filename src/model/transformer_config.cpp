@@ -58,6 +58,23 @@ void TransformerConfig::validate() const {
   require_positive("model.num_attention_heads", num_attention_heads);
   require_positive("model.vocab_size", vocab_size);
   require_positive("model.max_seq_len", max_seq_len);
+  const int tp = tensor_parallel.size;
+  if (tp < 1) fail("model.tensor_parallel.size must be >= 1, got " + std::to_string(tp));
+  if (tensor_parallel.rank < 0 || tensor_parallel.rank >= tp)
+    fail("model.tensor_parallel.rank " + std::to_string(tensor_parallel.rank) + " is not in [0, " + std::to_string(tp) + ")");
+  if (tp > 1) {
+    auto divides = [&](const std::string& what, int n) {
+      if (n % tp != 0)
+        fail(what + " " + std::to_string(n) + " is not divisible by model.tensor_parallel.size " + std::to_string(tp) +
+             " (each tensor-parallel rank holds an equal share)");
+    };
+    divides("model.num_attention_heads", num_attention_heads);
+    divides("model.ffn_hidden_size", ffn_hidden());
+    divides("model.vocab_size", vocab_size);
+    if (mtp_num_layers > 0)
+      fail("model.mtp_num_layers with model.tensor_parallel.size " + std::to_string(tp) +
+           ": multi-token prediction is not tensor-parallel yet; use model.tensor_parallel.size 1");
+  }
   if (hidden_size % num_attention_heads != 0) {
     fail("model.num_attention_heads " + std::to_string(num_attention_heads) + " must divide model.hidden_size " +
          std::to_string(hidden_size) + " (each head gets hidden / heads channels)");

@@ -12,7 +12,24 @@
 #include <string>
 #include <string_view>
 
+namespace hp::comm {
+class ProcessGroup;
+}
+
 namespace hp::model {
+
+// Tensor parallelism (Megatron's): attention heads, the MLP's inner width and
+// the vocabulary are split over `size` ranks, this one being `rank`
+// (model/tensor_parallel.hpp). The size is part of the run's layout, never of
+// the model: checkpoints hold unsharded tensors. The builder of a rank's
+// model sets rank and group (the tp group of comm/mesh.hpp, which must
+// outlive the model); a model built without a group holds rank's shards and
+// cannot run forward with size > 1.
+struct TensorParallel {
+  int size = 1;  // --tp
+  int rank = 0;
+  comm::ProcessGroup* group = nullptr;
+};
 
 // Parameter / activation precision. Float64 is what the correctness tests use.
 enum class DType : std::uint8_t { Float32, Float64 };
@@ -60,6 +77,8 @@ struct TransformerConfig {
   // decoder layer (GPT), and the weight of their mean loss.
   int mtp_num_layers = 0;               // --mtp-layers
   double mtp_loss_scaling_factor = 0.1; // --mtp-loss-scaling
+
+  TensorParallel tensor_parallel;
 
   // Throws std::invalid_argument naming the option (model.<field>) and what is allowed.
   void validate() const;

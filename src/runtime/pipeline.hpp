@@ -117,6 +117,8 @@ class Pipeline {
   // Tied names this rank holds whose holder of record is another rank (count
   // them once in a global norm).
   std::vector<std::string> duplicate_parameter_names() const;
+  // RankModel::tensor_parallel: the parameters this rank holds a shard of.
+  const TensorShards& tensor_parallel_shards() const { return model_.tensor_parallel; }
   void zero_grad();
 
   int rank() const { return rank_; }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/pipeline_stage.hpp"
+#include "runtime/tensor_shard.hpp"
 
 namespace hp::runtime {
 
@@ -60,6 +61,11 @@ struct RankModel {
   // 0 for those this rank does not compute, so a sum over ranks is the value.
   std::vector<std::string> metric_names;
   std::function<std::vector<double>()> metrics;
+  // Tensor parallelism: the parameters (by global name) that this rank holds
+  // a shard of; the others are whole on every rank of the tp group. The
+  // runtime does not use it: the training loop gathers the shards for
+  // checkpoints and counts the whole ones once in the gradient norm.
+  TensorShards tensor_parallel;
 };
 
 }  // namespace hp::runtime

@@ -1,10 +1,12 @@
-// One rank of the data-parallel equivalence tests (data_parallel_dist_test),
-// started through the local launcher on dp * pp ranks laid out as a mesh
-// (comm/mesh.hpp: dp fastest here, as there is no tp or cp).
+// One rank of the mesh equivalence tests (mesh_dist_test), started through
+// the local launcher on tp * dp * pp ranks laid out as comm/mesh.hpp says.
 //
-//   data_parallel_worker SCHEDULE PP VPP DP CASE...
+//   mesh_worker SCHEDULE PP VPP DP TP CASE...
 //   CASE = MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES
 //
+// The GPT's attention heads, MLP width and vocabulary are split over the tp
+// group; each rank's shard of every gradient is compared with its shard of
+// the reference gradient.
 // MB is the micro-batches of one replica. ACCUM steps (different global
 // batches of DP x MB micro-batches) run on one pipeline, all but the last
 // with sync_grads false; replica d reads micro-batches [d * MB, (d + 1) * MB)
@@ -27,6 +29,7 @@
 #include "runtime/grad_reducer.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
+#include "runtime/tensor_shard.hpp"
 #include "runtime/worker_group.hpp"
 
 using namespace hp;
@@ -45,8 +48,8 @@ std::vector<int> fields(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6) {
-    std::cerr << "usage: data_parallel_worker SCHEDULE PP VPP DP MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES...\n";
+  if (argc < 7) {
+    std::cerr << "usage: mesh_worker SCHEDULE PP VPP DP TP MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES...\n";
     return 2;
   }
   try {
@@ -54,9 +57,10 @@ int main(int argc, char** argv) {
     comm::MeshShape shape;
     shape.pp = std::atoi(argv[2]);
     shape.dp = std::atoi(argv[4]);
+    shape.tp = std::atoi(argv[5]);
     const comm::Mesh mesh = comm::Mesh::create(world, shape);
     const int replica = mesh.coord().dp, stage_rank = mesh.coord().pp;
-    for (int i = 5; i < argc; ++i) {
+    for (int i = 6; i < argc; ++i) {
       const auto f = fields(argv[i]);
       runtime::PipelineOptions o;
       if (!schedule::kind_from_name(argv[1], &o.schedule.kind)) throw std::invalid_argument(argv[1]);
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
       m.mhc_num_residual_streams = 3;
       m.mhc_init_gating_factor = 0.5;
       m.mtp_num_layers = f[3];
+      m.tensor_parallel = {shape.tp, mesh.coord().tp, mesh.group(comm::MeshDim::TP)};
       const int accum = f[4];
       runtime::Pipeline p(o, stage_rank, mesh.group(comm::MeshDim::PP), model::build_gpt_stages(g, o.schedule, stage_rank),
                           mesh.group(comm::MeshDim::DP));
@@ -82,16 +87,23 @@ int main(int argc, char** argv) {
         const auto global = testing::make_micro_tokens(shape.dp * f[0], 2, {6}, m.vocab_size, 100 * i + a);
         const std::vector<at::Tensor> mine(global.begin() + replica * f[0], global.begin() + (replica + 1) * f[0]);
         const auto r = p.step(testing::rank_share(p, model::lm_micro_batches(mine)), a == accum - 1);
-        const auto ref = testing::reference_step(m, global);
+        model::TransformerConfig whole = m;
+        whole.tensor_parallel = {};
+        const auto ref = testing::reference_step(whole, global);
         if (const double e = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss)); e > worst)
           worst = e, worst_name = "loss of step " + std::to_string(a);
         for (const auto& [name, grad] : ref.grads)
           ref_grads[name] = ref_grads.count(name) ? ref_grads[name] + grad : grad;
       }
       p.reduce_tied_grads();
+      const auto shards = p.tensor_parallel_shards();
+      if (shape.tp > 1 && shards.empty()) throw std::runtime_error("no parameter is split over the tp group");
       for (const auto& [pname, t] : p.named_parameters()) {
         if (!t.grad().defined()) throw std::runtime_error(pname + " has no gradient");
-        const double e = testing::max_rel_error(t.grad(), ref_grads.at(pname));
+        at::Tensor want = ref_grads.at(pname);
+        if (const auto it = shards.find(pname); it != shards.end())
+          want = runtime::shard_of(want, it->second, mesh.coord().tp, shape.tp);
+        const double e = testing::max_rel_error(t.grad(), want);
         if (e > worst) worst = e, worst_name = pname;
       }
       const auto* reducer = p.grad_reducer();
@@ -100,15 +112,15 @@ int main(int argc, char** argv) {
       bool ok = worst < 1e-10;
       if (buckets > 1 && hooked == 0) ok = false, worst_name += "; no bucket was launched during a backward";
       std::cout << (ok ? "OK   " : "FAIL ") << argv[1] << " pp=" << shape.pp << " vpp=" << argv[3] << " dp=" << shape.dp
-                << " case " << argv[i] << " rank " << world.rank() << " (replica " << replica << ", stage rank "
-                << stage_rank << ") buckets " << buckets << " launched in backward " << hooked << " max rel error "
+                << " tp=" << shape.tp << " case " << argv[i] << " rank " << world.rank() << " (replica " << replica
+                << ", stage rank " << stage_rank << ", tp rank " << mesh.coord().tp << ") buckets " << buckets << " launched in backward " << hooked << " max rel error "
                 << worst << " (" << worst_name << ")" << std::endl;
       if (!ok) return 1;
       world.barrier();
     }
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "data_parallel_worker: " << e.what() << "\n";
+    std::cerr << "mesh_worker: " << e.what() << "\n";
     return 1;
   }
 }

@@ -1,0 +1,188 @@
+#include "model/tensor_parallel.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "comm/process_group.hpp"
+
+namespace hp::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The group travels through the autograd context as an integer.
+std::int64_t handle(const TensorParallel& tp) {
+  if (!tp.group)
+    throw std::logic_error("tensor parallel size " + std::to_string(tp.size) +
+                           " but the model was built without its process group (model.tensor_parallel.group)");
+  return static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(tp.group));
+}
+
+comm::ProcessGroup& group_of(AutogradContext* ctx) {
+  return *reinterpret_cast<comm::ProcessGroup*>(static_cast<std::intptr_t>(ctx->saved_data["group"].toInt()));
+}
+
+at::Tensor summed(const at::Tensor& x, comm::ProcessGroup& g) {
+  at::Tensor out = x.clone();
+  g.all_reduce(out);
+  return out;
+}
+
+struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
+    ctx->saved_data["group"] = group;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {summed(grads[0], group_of(ctx)), at::Tensor()};
+  }
+};
+
+struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
+    ctx->saved_data["group"] = group;
+    return summed(x, group_of(ctx));
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], at::Tensor()}; }
+};
+
+// Megatron's _VocabParallelCrossEntropy: the max, the target's logit and the
+// sum of exponentials are reduced over the group; the gradient is the local
+// softmax minus the one-hot of the target where this rank holds it.
+struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& target,
+                            std::int64_t group, std::int64_t rank) {
+    ctx->saved_data["group"] = group;
+    comm::ProcessGroup& g = group_of(ctx);
+    const int64_t vp = logits.size(-1);
+    const at::Tensor l = logits.reshape({-1, vp});
+    const at::Tensor t = target.reshape({-1});
+    at::Tensor max = std::get<0>(l.max(-1));
+    g.all_reduce(max, comm::ReduceOp::Max);
+    const at::Tensor shifted = l - max.unsqueeze(-1);
+    const int64_t begin = rank * vp;
+    const at::Tensor outside = (t < begin).logical_or(t >= begin + vp);
+    const at::Tensor local = (t - begin).masked_fill(outside, 0);
+    at::Tensor predicted = shifted.gather(1, local.unsqueeze(1)).squeeze(1).masked_fill(outside, 0);
+    g.all_reduce(predicted);
+    at::Tensor exp = shifted.exp();
+    at::Tensor sum = exp.sum(-1);
+    g.all_reduce(sum);
+    ctx->saved_data["softmax"] = exp.div_(sum.unsqueeze(-1));
+    ctx->saved_data["local"] = local;
+    ctx->saved_data["inside"] = outside.logical_not().to(logits.scalar_type());
+    ctx->saved_data["shape"] = logits.sizes();
+    return (sum.log() - predicted).view(target.sizes());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::Tensor grad = ctx->saved_data["softmax"].toTensor().clone();
+    const at::Tensor local = ctx->saved_data["local"].toTensor();
+    grad.scatter_add_(1, local.unsqueeze(1), -ctx->saved_data["inside"].toTensor().unsqueeze(1));
+    grad.mul_(grads[0].reshape({-1, 1}));
+    return {grad.view(ctx->saved_data["shape"].toIntVector()), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+void check_split(const char* what, int64_t n, const TensorParallel& tp) {
+  if (tp.size < 1 || n % tp.size != 0)
+    throw std::invalid_argument(std::string(what) + " " + std::to_string(n) + " is not divisible by tensor parallel size " +
+                                std::to_string(tp.size));
+}
+
+}  // namespace
+
+at::Tensor copy_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.size == 1 ? x : CopyToRegion::apply(x, handle(tp));
+}
+
+at::Tensor reduce_from_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.size == 1 ? x : ReduceFromRegion::apply(x, handle(tp));
+}
+
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& target, const TensorParallel& tp) {
+  if (tp.size == 1)
+    return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}), {}, at::Reduction::None)
+        .view(target.sizes());
+  return VocabParallelCrossEntropy::apply(logits, target, handle(tp), tp.rank);
+}
+
+ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, bool with_bias, c10::ScalarType dtype,
+                                           const TensorParallel& tp, int parts)
+    : tp_(tp), parts_(parts) {
+  check_split("a column-parallel linear's output features", out / parts, tp);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  weight = register_parameter("weight", at::zeros({out / tp.size, in}, opts));
+  if (with_bias) bias = register_parameter("bias", at::zeros({out / tp.size}, opts));
+}
+
+torch::Tensor ColumnParallelLinear::forward(const torch::Tensor& x) {
+  return at::linear(copy_to_tensor_parallel(x, tp_), weight, bias);
+}
+
+RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool with_bias, c10::ScalarType dtype,
+                                     const TensorParallel& tp)
+    : tp_(tp) {
+  check_split("a row-parallel linear's input features", in, tp);
+  const auto opts = at::TensorOptions().dtype(dtype);
+  weight = register_parameter("weight", at::zeros({out, in / tp.size}, opts));
+  if (with_bias) bias = register_parameter("bias", at::zeros({out}, opts));
+}
+
+torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) {
+  at::Tensor y = reduce_from_tensor_parallel(at::linear(x, weight), tp_);
+  return bias.defined() ? y + bias : y;
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t num, int64_t dim, c10::ScalarType dtype,
+                                               const TensorParallel& tp)
+    : tp_(tp) {
+  check_split("a vocabulary-parallel embedding's rows", num, tp);
+  weight = register_parameter("weight", at::zeros({num / tp.size, dim}, at::TensorOptions().dtype(dtype)));
+}
+
+torch::Tensor VocabParallelEmbedding::forward(const torch::Tensor& ids) {
+  if (tp_.size == 1) return at::embedding(weight, ids);
+  const int64_t rows = weight.size(0), begin = tp_.rank * rows;
+  const at::Tensor outside = (ids < begin).logical_or(ids >= begin + rows);
+  const at::Tensor out = at::embedding(weight, (ids - begin).masked_fill(outside, 0)).masked_fill(outside.unsqueeze(-1), 0);
+  return reduce_from_tensor_parallel(out, tp_);
+}
+
+runtime::TensorShards tensor_parallel_shards(const torch::nn::Module& root) {
+  runtime::TensorShards out;
+  for (const auto& item : root.named_modules("", /*include_self=*/false)) {
+    const std::string prefix = item.key() + ".";
+    const torch::nn::Module* m = item.value().get();
+    if (const auto* c = dynamic_cast<const ColumnParallelLinear*>(m); c && c->tp_size() > 1) {
+      out[prefix + "weight"] = c->shard();
+      if (c->bias.defined()) out[prefix + "bias"] = c->shard();
+    } else if (const auto* r = dynamic_cast<const RowParallelLinear*>(m); r && r->tp_size() > 1) {
+      out[prefix + "weight"] = r->shard();
+    } else if (const auto* e = dynamic_cast<const VocabParallelEmbedding*>(m); e && e->tp_size() > 1) {
+      out[prefix + "weight"] = e->shard();
+    }
+  }
+  return out;
+}
+
+void initialize_parameters(torch::nn::Module& root, const TensorParallel& tp,
+                           const std::function<at::Tensor(const std::string&, at::IntArrayRef)>& init) {
+  const runtime::TensorShards shards = tensor_parallel_shards(root);
+  at::NoGradGuard no_grad;
+  for (auto& item : root.named_parameters(/*recurse=*/true)) {
+    at::Tensor& p = item.value();
+    const auto it = shards.find(item.key());
+    if (it == shards.end()) {
+      p.copy_(init(item.key(), p.sizes()));
+    } else {
+      const auto whole = runtime::unsharded_shape(p.sizes(), it->second, tp.size);
+      p.copy_(runtime::shard_of(init(item.key(), whole), it->second, tp.rank, tp.size));
+    }
+  }
+}
+
+}  // namespace hp::model
