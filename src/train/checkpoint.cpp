@@ -679,8 +679,22 @@ CheckpointInfo verify_checkpoint(const std::string& path) {
   return info;
 }
 
-LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer) {
-  LoadedCheckpoint loaded = load_checkpoint(path, params);
+LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer,
+                                    const runtime::TensorShards& shards, int tp_rank, int tp_size) {
+  NamedParams needed = params;
+  for (const auto& [name, shard] : shards)
+    if (auto it = needed.find(name); it != needed.end())
+      it->second = at::empty(runtime::unsharded_shape(it->second.sizes(), shard, tp_size), it->second.options());
+  LoadedCheckpoint loaded = load_checkpoint(path, needed);
+  for (const auto& [name, shard] : shards) {
+    auto it = loaded.params.find(name);
+    if (it == loaded.params.end()) continue;
+    it->second = runtime::shard_of(it->second, shard, tp_rank, tp_size);
+    if (auto st = loaded.optimizer.params.find(name); st != loaded.optimizer.params.end()) {
+      st->second.exp_avg = runtime::shard_of(st->second.exp_avg, shard, tp_rank, tp_size);
+      st->second.exp_avg_sq = runtime::shard_of(st->second.exp_avg_sq, shard, tp_rank, tp_size);
+    }
+  }
   if (optimizer) optimizer->load_state(loaded.optimizer);  // validates everything before any copy
   at::NoGradGuard no_grad;
   for (const auto& [name, p] : params) p.detach().copy_(loaded.params.at(name));

@@ -43,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tensor_shard.hpp"
 #include "train/adamw.hpp"
 #include "train/named_params.hpp"
 
@@ -157,7 +158,10 @@ CheckpointInfo verify_checkpoint(const std::string& path);
 
 // load_checkpoint(path, params); then, when optimizer is not null, loads its state (which
 // validates it); then copies the values into the live params in place (under no-grad). Nothing
-// is modified when a check fails. Returns the loaded checkpoint.
-LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer);
+// is modified when a check fails. Returns the loaded checkpoint. Tensor parallelism: the
+// params named in `shards` are this rank's shard (tp_rank of tp_size) of a whole tensor, which
+// the checkpoint holds; they and their optimizer state get their shard of it.
+LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer,
+                                    const runtime::TensorShards& shards = {}, int tp_rank = 0, int tp_size = 1);
 
 }  // namespace hp::train

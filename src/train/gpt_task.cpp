@@ -26,8 +26,11 @@ void GptTask::validate(const schedule::ScheduleOptions& layout) const {
   model::check_gpt_layout(stages(), layout);
 }
 
-runtime::RankModel GptTask::build(const schedule::ScheduleOptions& layout, int rank) const {
-  return model::build_gpt_stages(stages(), layout, rank);
+runtime::RankModel GptTask::build(const schedule::ScheduleOptions& layout, int rank,
+                                  const model::TensorParallel& tp) const {
+  model::GPTStagesOptions s = stages();
+  s.config.tensor_parallel = tp;
+  return model::build_gpt_stages(s, layout, rank);
 }
 
 std::vector<runtime::MicroBatch> GptTask::batch(std::int64_t index, int micro_batches,

@@ -22,7 +22,8 @@ void HybridTask::validate(const schedule::ScheduleOptions& layout) const {
   model::check_hybrid_layout(stages(), layout);
 }
 
-runtime::RankModel HybridTask::build(const schedule::ScheduleOptions& layout, int rank) const {
+runtime::RankModel HybridTask::build(const schedule::ScheduleOptions& layout, int rank,
+                                     const model::TensorParallel&) const {
   return model::build_hybrid_stages(stages(), layout, rank);
 }
 

@@ -68,40 +68,65 @@ class Progress {
 void validate_checkpoint_shape(const std::string& load, const Task& task);
 
 // Where this rank sits in the job: its pipeline (the pp group, rank i holding
-// stage i) and its data-parallel replica (the dp group of the ranks that hold
-// its stages in the other replicas); comm/mesh.hpp lays them out.
+// stage i), its data-parallel replica (the dp group of the ranks that hold
+// its stages in the other replicas) and the tp group its stages are split
+// over; comm/mesh.hpp lays them out.
 struct Place {
   std::optional<comm::Mesh> mesh;
   comm::ProcessGroup* world = nullptr;
   comm::ProcessGroup* pp = nullptr;
   comm::ProcessGroup* dp = nullptr;
+  comm::ProcessGroup* tp = nullptr;
   int world_rank = 0;
   int stage_rank = 0;
   int replica = 0;
   int replicas = 1;
+  model::TensorParallel tensor_parallel;
 };
 
-Place place(comm::ProcessGroup* world, int pp, int dp) {
+Place place(comm::ProcessGroup* world, int pp, int dp, int tp) {
   Place p;
   p.world = world;
   p.pp = world;
   p.replicas = dp;
   if (!world) return p;
-  if (world->world_size() != pp * dp)
-    throw std::invalid_argument("--dp " + std::to_string(dp) + " x " + std::to_string(pp) + " pipeline ranks is not the job's " +
+  if (world->world_size() != pp * dp * tp)
+    throw std::invalid_argument("--tp " + std::to_string(tp) + " x --dp " + std::to_string(dp) + " x " +
+                                std::to_string(pp) + " pipeline ranks is not the job's " +
                                 std::to_string(world->world_size()) + " ranks");
   p.world_rank = world->rank();
   p.stage_rank = world->rank();
-  if (dp == 1) return p;
+  if (dp == 1 && tp == 1) return p;
   comm::MeshShape shape;
+  shape.tp = tp;
   shape.dp = dp;
   shape.pp = pp;
   p.mesh = comm::Mesh::create(*world, shape);
   p.pp = p.mesh->group(comm::MeshDim::PP);
   p.dp = p.mesh->group(comm::MeshDim::DP);
+  p.tp = p.mesh->group(comm::MeshDim::TP);
   p.stage_rank = p.mesh->coord().pp;
   p.replica = p.mesh->coord().dp;
+  p.tensor_parallel = {tp, p.mesh->coord().tp, p.tp};
   return p;
+}
+
+// Tensor parallelism: the whole tensors of the split parameters and of their
+// optimizer state, for a checkpoint. Collective over the tp group.
+void gather_whole(NamedParams& params, AdamWState& state, const runtime::TensorShards& shards, comm::ProcessGroup& tp) {
+  auto whole = [&](const at::Tensor& t, const runtime::TensorShard& shard) {
+    const at::Tensor all = tp.all_gather(t);
+    return runtime::unshard(std::vector<at::Tensor>(all.unbind(0)), shard);
+  };
+  for (const auto& [name, shard] : shards) {
+    auto p = params.find(name);  // MPipe: the preprocess counts on rank 0 only
+    if (p == params.end()) continue;
+    p->second = whole(p->second, shard);
+    if (auto it = state.params.find(name); it != state.params.end()) {
+      it->second.exp_avg = whole(it->second.exp_avg, shard);
+      it->second.exp_avg_sq = whole(it->second.exp_avg_sq, shard);
+    }
+  }
 }
 
 using Fetch = std::vector<runtime::MicroBatch> (Task::*)(std::int64_t, int, const std::vector<int>&, bool) const;
@@ -194,9 +219,11 @@ void validate_checkpoint_shape(const std::string& load, const Task& task) {
 
 TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
   o.validate(task);
-  const Place at = place(pg, o.pipeline.schedule.pp, o.dp);
+  const Place at = place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel());
   const int rank = at.stage_rank;
-  runtime::RankModel model = task.build(o.pipeline.schedule, rank);
+  runtime::RankModel model = task.build(o.pipeline.schedule, rank, at.tensor_parallel);
+  const runtime::TensorShards shards = model.tensor_parallel;
+  const int tp_rank = at.tensor_parallel.rank, tp_size = at.tensor_parallel.size;
   // The model's own step values (MTP losses): one slot each in the counters' all-reduce.
   const std::vector<std::string> model_metric_names = model.metric_names;
   const auto model_metrics = model.metrics;
@@ -206,7 +233,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   NamedParams params = pipeline.named_parameters();
   AdamW adam(params, o.adam);
   std::int64_t first_step = 1;
-  if (!o.load.empty()) first_step = restore_checkpoint(o.load, params, &adam).step + 1;
+  if (!o.load.empty()) first_step = restore_checkpoint(o.load, params, &adam, shards, tp_rank, tp_size).step + 1;
   auto sum_over = [](comm::ProcessGroup* g) {
     return [g](double x) {
       if (!g || g->world_size() == 1) return x;
@@ -215,10 +242,15 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       return t.item<double>();
     };
   };
-  // Gradients are the same in every replica after the step: a norm over one pipeline is global.
+  // Gradients are the same in every replica after the step: a norm over one
+  // pipeline (its tp groups' shards, each whole parameter once) is global.
   const auto sum_over_pipeline = sum_over(at.pp);
+  const auto sum_over_model = [&](double x) { return sum_over_pipeline(sum_over(at.tp)(x)); };
   const auto dup = pipeline.duplicate_parameter_names();
-  const std::set<std::string> duplicates(dup.begin(), dup.end());
+  std::set<std::string> duplicates(dup.begin(), dup.end());
+  if (tp_rank > 0)
+    for (const auto& [name, p] : params)
+      if (!shards.count(name)) duplicates.insert(name);
   std::unique_ptr<MetricsWriter> metrics;
   if (at.world_rank == 0 && !o.metrics.empty()) {
     // A resumed run rewrites what a longer earlier run wrote past the loaded step.
@@ -228,7 +260,8 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
 
   // False when the job is to stop: a save failed (every rank agrees on that) with
   // --save-failures stop. The rank that failed says why in one line and exits non-zero.
-  // The first replica's pipeline writes (the replicas hold the same values).
+  // The first replica's pipeline writes (the replicas hold the same values),
+  // its tp groups' first ranks the whole tensors.
   auto save = [&](std::int64_t step) {
     const bool inject = o.fault.kind == "nospace" && o.fault.rank == at.world_rank && o.fault.step == step;
     if (inject)
@@ -236,12 +269,15 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         return file.size() > 7 && file.compare(file.size() - 7, 7, ".pt.tmp") == 0 && offset >= size / 2 ? ENOSPC : 0;
       });
     auto agree = [&](bool ok) { return sum_over_pipeline(ok ? 0.0 : 1.0) == 0.0; };
+    NamedParams whole = params;
+    AdamWState state = adam.state();
+    if (at.tp) gather_whole(whole, state, shards, *at.tp);
     SaveOutcome r;
-    if (at.replica == 0)
-      r = try_save_checkpoint(o.save, step, rank, o.pipeline.schedule.pp, params, adam.state(),
-                              task.checkpoint_metadata(), agree, o.keep);
+    if (at.replica == 0 && tp_rank == 0)
+      r = try_save_checkpoint(o.save, step, rank, o.pipeline.schedule.pp, whole, state, task.checkpoint_metadata(),
+                              agree, o.keep);
     if (inject) set_checkpoint_write_fault(nullptr);
-    if (at.dp) r.ok = sum_over(at.world)(r.ok ? 0.0 : 1.0) == 0.0;  // the other replicas learn the outcome
+    if (at.mesh) r.ok = sum_over(at.world)(r.ok ? 0.0 : 1.0) == 0.0;  // the other ranks learn the outcome
     if (r.ok) return true;
     if (o.save_failures == "continue") {
       if (!r.error.empty()) std::cerr << "hyperpipe train: warning: " << r.error << "; training on (--save-failures continue)" << std::endl;
@@ -285,7 +321,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     }
     GradClipOptions clip;
     clip.max_norm = o.clip_grad;
-    const double norm = clip_grad_norm(params, clip, sum_over_pipeline, duplicates);
+    const double norm = clip_grad_norm(params, clip, sum_over_model, duplicates);
     const double lr = lr_at(lr_opts, step - 1);
     adam.step(lr);
     adam.zero_grad();
@@ -297,7 +333,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
                                 static_cast<double>(after.bytes_received - before.bytes_received)};
     std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
     mine.resize(model_metric_names.size(), 0.0);
-    for (double& v : mine) v /= at.replicas;
+    for (double& v : mine) v /= at.replicas * tp_size;
     sums.insert(sums.end(), mine.begin(), mine.end());
     if (pg && pg->world_size() > 1) {
       at::Tensor t = at::tensor(sums, at::kDouble);

@@ -37,7 +37,8 @@ void VlTask::validate(const schedule::ScheduleOptions& layout) const {
   model::check_vl_layout(stages(), layout);
 }
 
-runtime::RankModel VlTask::build(const schedule::ScheduleOptions& layout, int rank) const {
+runtime::RankModel VlTask::build(const schedule::ScheduleOptions& layout, int rank,
+                                 const model::TensorParallel&) const {
   return model::build_vl_stages(stages(), layout, rank);
 }
 

@@ -24,7 +24,8 @@ class VlTask : public Task {
   explicit VlTask(VlTaskOptions options);
 
   void validate(const schedule::ScheduleOptions& layout) const override;
-  runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank) const override;
+  runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank,
+                           const model::TensorParallel& tp) const override;
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets) const override;
   std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,

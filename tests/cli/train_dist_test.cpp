@@ -78,11 +78,13 @@ TEST(TrainDist, TiedEmbeddingsWithAccumulationFollowTheUnsplitCurve) {
   expect_same_curve(train("--nproc 2 --schedule 1f1b" + vl, dir + "/vl_pp2.jsonl"), vl_ref);
 }
 
-// Data parallelism (--dp): replicas of a pipeline, each reading its slice of
-// the global batch, follow the curve of one process over dp x --mb
-// micro-batches, with gradient accumulation, tied embeddings and evaluation;
-// a checkpoint saved under dp 2 x pp 2 resumes under pp 4 and under dp 4.
-TEST(TrainDist, DataParallelReplicasFollowTheOneProcessCurveAndResumeUnderAnotherMesh) {
+// Data and tensor parallelism (--dp, --tp): replicas of a pipeline, each
+// reading its slice of the global batch, with stages split over tp ranks,
+// follow the curve of one process over dp x --mb micro-batches, with
+// gradient accumulation, tied embeddings and evaluation; checkpoints saved
+// under dp 2 x pp 2 and tp 2 x dp 2 x pp 2 (MPipe) resume under pp 4, dp 4
+// and tp 2 x pp 2.
+TEST(TrainDist, MeshesFollowTheOneProcessCurveAndResumeUnderOtherMeshes) {
   const std::string dir = fresh_dir("dp");
   const std::string common = " --steps 5 --tie-embeddings --grad-accum 2 --eval-interval 5 --eval-iters 2";
   const auto ref = train("--nproc 1 --schedule no-pipelining --mb 8" + common, dir + "/ref.jsonl");
@@ -101,6 +103,26 @@ TEST(TrainDist, DataParallelReplicasFollowTheOneProcessCurveAndResumeUnderAnothe
   // One checkpoint of pp 2 ranks: the replicas hold the same values, the first writes.
   const auto ls = run_command(hyperpipe() + " checkpoint ls " + dir + "/ck");
   EXPECT_NE(ls.output.find("step 3, saved by 2 rank(s)"), std::string::npos) << ls.output;
+  // Tensor parallel: the same curve, and whole tensors in the checkpoint.
+  expect_same_curve(train("--nproc 4 --tp 2 --schedule interleaved --vpp 2 --mb 8" + common, dir + "/tp2pp2.jsonl"), ref);
+  // The gradient norm (clipping's input) counts every shard and each whole parameter once.
+  const auto ref_norm = read_losses(dir + "/ref.jsonl", "grad_norm");
+  ASSERT_EQ(ref_norm.size(), 5u);
+  expect_same_curve(read_losses(dir + "/tp2pp2.jsonl", "grad_norm"), ref_norm);
+  expect_same_curve(read_losses(dir + "/dp2pp2.jsonl", "grad_norm"), ref_norm);
+  expect_same_curve(train("--nproc 8 --tp 2 --dp 2 --schedule mpipe --vpp 1 --transpose-layers 1 --mb 4" + save +
+                              "tp",
+                          dir + "/tp2dp2pp2.jsonl"),
+                    head);
+  expect_same_curve(train("--nproc 4 --tp 2 --schedule 1f1b --vpp 1 --mb 8" + resume + "tp", dir + "/tp_pp2.jsonl"),
+                    tail);
+  expect_same_curve(train("--nproc 4 --dp 4 --schedule no-pipelining --vpp 1 --mb 2" + resume + "tp", dir + "/tp_dp4.jsonl"),
+                    tail);
+  const auto tp_ls = run_command(hyperpipe() + " checkpoint ls " + dir + "/cktp");
+  EXPECT_NE(tp_ls.output.find("step 3, saved by 2 rank(s)"), std::string::npos) << tp_ls.output;
+  const auto at = tp_ls.output.find("layers.0.attention.qkv.weight");
+  ASSERT_NE(at, std::string::npos) << tp_ls.output;
+  EXPECT_NE(tp_ls.output.substr(at, tp_ls.output.find('\n', at) - at).find("[96, 32]"), std::string::npos) << tp_ls.output;
 }
 
 TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
