@@ -27,6 +27,7 @@ FlagNames schedule_flags(const std::string& pp_flag, const std::string& frozen_f
 // TransformerConfig, VisionConfig and the model builders' options.
 const FlagNames kModelFlags = {{"model.num_layers", "--layers"},
                                {"model.tensor_parallel.size", "--tp"},
+                               {"model.tensor_parallel.sequence_parallel", "--sequence-parallel"},
                                {"model.hidden_size", "--hidden"},
                                {"model.num_attention_heads", "--heads"},
                                {"model.ffn_hidden_size", "--ffn-hidden"},

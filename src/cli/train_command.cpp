@@ -242,6 +242,8 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--tp", a->model.tensor_parallel.size,
                   "tensor-parallel ranks per stage (Megatron's: heads, MLP width and vocabulary split; --model gpt)")
       ->capture_default_str();
+  cmd->add_flag("--sequence-parallel", a->model.tensor_parallel.sequence_parallel,
+                "with --tp: split the activations outside the tensor-parallel regions along the sequence too");
   cmd->add_option("--seed", m.seed, "seed of the initial weights and of the batches")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "float32 or float64")->capture_default_str();
   cmd->add_option("--data", a->data.data, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]")->capture_default_str();

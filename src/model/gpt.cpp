@@ -138,11 +138,13 @@ void GPTChunk::build(const ChunkLayout& layout) {
 
 std::vector<int64_t> GPTChunk::input_shape(int64_t batch, int64_t seq) const {
   if (first_) return {batch, seq};
-  return {batch, seq, config_.residual_width()};
+  return {batch, config_.tensor_parallel.local_seq(seq), config_.residual_width()};
 }
 
 std::vector<int64_t> GPTChunk::output_shape(int64_t batch, int64_t seq) const {
-  return {batch, seq, last_ ? config_.vocab_size / config_.tensor_parallel.size : config_.residual_width()};
+  const auto& tp = config_.tensor_parallel;
+  if (last_) return {batch, seq, config_.vocab_size / tp.size};
+  return {batch, tp.local_seq(seq), config_.residual_width()};
 }
 
 c10::ScalarType GPTChunk::activation_dtype() const { return to_scalar_type(config_.dtype); }
@@ -177,9 +179,15 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
     }
   }
-  torch::Tensor x = word_->forward(tokens);
+  const auto& tp = config_.tensor_parallel;
+  if (tp.sequence_parallel && (prefix.defined() || seq % tp.size != 0))
+    fail_here("sequence parallelism splits the sequence over " + std::to_string(tp.size) +
+              " tensor-parallel ranks: the sequence length " + std::to_string(seq) +
+              " must be divisible by it, without a prefix");
+  torch::Tensor x = word_->forward(tokens);  // under sequence parallelism: this rank's share
   if (prefix.defined()) x = at::cat({prefix, x}, 1);
-  x = x + position_->weight.narrow(0, offset, seq);
+  const int64_t local = tp.local_seq(seq);
+  x = x + position_->weight.narrow(0, offset + (tp.sequence_parallel ? tp.rank * local : 0), local);
   // mHC: the residual leaves the embedding as n streams.
   return config_.enable_mhc_connections ? expand_streams(x, config_.mhc_num_residual_streams) : x;
 }
@@ -195,7 +203,7 @@ torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input, 
     auto head = [this](const torch::Tensor& h) {
       const auto n = final_norm_->forward(h);
       return lm_head_ ? lm_head_->forward(n)
-                      : at::linear(copy_to_tensor_parallel(n, config_.tensor_parallel), word_->weight);
+                      : at::linear(enter_tensor_parallel(n, config_.tensor_parallel), word_->weight);
     };
     x = head(hidden);
     if (mtp_ && !cache) {

@@ -88,6 +88,7 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
     m.tensor_parallel.insert(shards.begin(), shards.end());
   }
   if (cfg.mtp_num_layers > 0) add_mtp_metrics(m, cfg.mtp_num_layers, chunks.back()->mtp());
+  m.sequence_parallel = cfg.tensor_parallel.sequence_parallel && cfg.tensor_parallel.size > 1;
   m.loss = [tp = cfg.tensor_parallel](const at::Tensor& logits, const at::Tensor& labels) {
     return lm_loss(logits, labels, tp);
   };
@@ -98,7 +99,8 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
 
 std::function<runtime::TensorSpec(int, int)> fixed_output_spec(std::int64_t rows, std::int64_t seq,
                                                                const TransformerConfig& config) {
-  const runtime::TensorSpec spec{{rows, seq, config.residual_width()}, to_scalar_type(config.dtype)};
+  const runtime::TensorSpec spec{{rows, config.tensor_parallel.local_seq(seq), config.residual_width()},
+                                 to_scalar_type(config.dtype)};
   return [spec](int, int) { return spec; };
 }
 

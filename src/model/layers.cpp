@@ -48,10 +48,12 @@ CausalSelfAttention::CausalSelfAttention(const TransformerConfig& config)
 }
 
 torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCache* cache) {
-  const int64_t batch = x.size(0), seq = x.size(1);
+  // Under sequence parallelism x holds this rank's share of the sequence and
+  // qkv's input is the whole of it.
+  const auto projected = qkv_->forward(x);
+  const int64_t batch = projected.size(0), seq = projected.size(1);
   // [batch, seq, 3, heads, head_dim] -> [3, batch, heads, seq, head_dim]
-  const auto qkv =
-      qkv_->forward(x).view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  const auto qkv = projected.view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
   auto q = qkv[0], k = qkv[1], v = qkv[2];
   int64_t past = 0;
   if (cache) {

@@ -33,7 +33,8 @@ TensorSpec GPTPreprocess::input_spec(std::int64_t rows, std::int64_t seq) const 
 }
 
 TensorSpec GPTPreprocess::output_spec(std::int64_t rows, std::int64_t seq) const {
-  return {{rows, seq, chunk_->config().residual_width()}, chunk_->activation_dtype()};
+  const auto& c = chunk_->config();
+  return {{rows, c.tensor_parallel.local_seq(seq), c.residual_width()}, chunk_->activation_dtype()};
 }
 
 std::shared_ptr<runtime::Preprocess> runtime_preprocess(std::shared_ptr<Preprocess> module, std::int64_t rows,

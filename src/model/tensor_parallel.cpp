@@ -42,6 +42,36 @@ struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
   }
 };
 
+// [batch, seq, ...] of every rank -> [batch, size * seq, ...], rank order.
+at::Tensor gathered_sequence(const at::Tensor& x, comm::ProcessGroup& g) {
+  return g.all_gather(x).transpose(0, 1).flatten(1, 2);
+}
+
+at::Tensor scattered_sum(const at::Tensor& x, comm::ProcessGroup& g) {
+  const int64_t n = x.size(1) / g.world_size();
+  return summed(x, g).narrow(1, g.rank() * n, n).contiguous();
+}
+
+struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
+    ctx->saved_data["group"] = group;
+    return gathered_sequence(x, group_of(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {scattered_sum(grads[0], group_of(ctx)), at::Tensor()};
+  }
+};
+
+struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
+    ctx->saved_data["group"] = group;
+    return scattered_sum(x, group_of(ctx));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {gathered_sequence(grads[0], group_of(ctx)), at::Tensor()};
+  }
+};
+
 struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
     ctx->saved_data["group"] = group;
@@ -103,6 +133,47 @@ at::Tensor reduce_from_tensor_parallel(const at::Tensor& x, const TensorParallel
   return tp.size == 1 ? x : ReduceFromRegion::apply(x, handle(tp));
 }
 
+at::Tensor gather_from_sequence_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.size == 1 ? x : GatherFromSequence::apply(x, handle(tp));
+}
+
+at::Tensor reduce_scatter_to_sequence_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  if (tp.size == 1) return x;
+  if (x.dim() < 2 || x.size(1) % tp.size != 0)
+    throw std::invalid_argument("sequence parallelism: sequence length " + std::to_string(x.dim() < 2 ? 0 : x.size(1)) +
+                                " is not divisible by the tensor-parallel size " + std::to_string(tp.size));
+  return ReduceScatterToSequence::apply(x, handle(tp));
+}
+
+at::Tensor enter_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.sequence_parallel ? gather_from_sequence_parallel(x, tp) : copy_to_tensor_parallel(x, tp);
+}
+
+at::Tensor leave_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.sequence_parallel ? reduce_scatter_to_sequence_parallel(x, tp) : reduce_from_tensor_parallel(x, tp);
+}
+
+void sum_sequence_parallel_grads(const std::map<std::string, at::Tensor>& params, const runtime::TensorShards& shards,
+                                 const TensorParallel& tp) {
+  if (!tp.sequence_parallel || tp.size == 1) return;
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& [name, p] : params)
+    if (!shards.count(name) && p.grad().defined()) by_dtype[p.scalar_type()].push_back(p.grad());
+  at::NoGradGuard no_grad;
+  for (auto& [dtype, grads] : by_dtype) {
+    std::vector<at::Tensor> flat;
+    for (const auto& g : grads) flat.push_back(g.reshape({-1}));
+    at::Tensor all = at::cat(flat);
+    handle(tp);
+    tp.group->all_reduce(all);
+    int64_t offset = 0;
+    for (auto& g : grads) {
+      g.copy_(all.narrow(0, offset, g.numel()).view_as(g));
+      offset += g.numel();
+    }
+  }
+}
+
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& target, const TensorParallel& tp) {
   if (tp.size == 1)
     return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}), {}, at::Reduction::None)
@@ -120,7 +191,7 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, bool with_bi
 }
 
 torch::Tensor ColumnParallelLinear::forward(const torch::Tensor& x) {
-  return at::linear(copy_to_tensor_parallel(x, tp_), weight, bias);
+  return at::linear(enter_tensor_parallel(x, tp_), weight, bias);
 }
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool with_bias, c10::ScalarType dtype,
@@ -133,7 +204,7 @@ RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool with_bias, c1
 }
 
 torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) {
-  at::Tensor y = reduce_from_tensor_parallel(at::linear(x, weight), tp_);
+  at::Tensor y = leave_tensor_parallel(at::linear(x, weight), tp_);
   return bias.defined() ? y + bias : y;
 }
 
@@ -149,7 +220,7 @@ torch::Tensor VocabParallelEmbedding::forward(const torch::Tensor& ids) {
   const int64_t rows = weight.size(0), begin = tp_.rank * rows;
   const at::Tensor outside = (ids < begin).logical_or(ids >= begin + rows);
   const at::Tensor out = at::embedding(weight, (ids - begin).masked_fill(outside, 0)).masked_fill(outside.unsqueeze(-1), 0);
-  return reduce_from_tensor_parallel(out, tp_);
+  return leave_tensor_parallel(out, tp_);
 }
 
 runtime::TensorShards tensor_parallel_shards(const torch::nn::Module& root) {

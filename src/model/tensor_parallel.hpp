@@ -13,6 +13,7 @@
 #include <torch/nn/module.h>
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "model/transformer_config.hpp"
@@ -26,6 +27,29 @@ at::Tensor copy_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp
 // Forward: x summed over the group. Backward: the gradient (the output of a
 // row-parallel region).
 at::Tensor reduce_from_tensor_parallel(const at::Tensor& x, const TensorParallel& tp);
+
+// Sequence parallelism (tensors [batch, seq, ...], split along seq):
+// Forward: every rank's share of the sequence, concatenated in rank order.
+// Backward: this rank's share of the gradient summed over the group.
+at::Tensor gather_from_sequence_parallel(const at::Tensor& x, const TensorParallel& tp);
+// Forward: x summed over the group, this rank's share of the sequence.
+// Backward: the gradient's shares gathered.
+at::Tensor reduce_scatter_to_sequence_parallel(const at::Tensor& x, const TensorParallel& tp);
+
+// What a tensor-parallel region reads: the gathered sequence under sequence
+// parallelism, else the input (copy_to_tensor_parallel).
+at::Tensor enter_tensor_parallel(const at::Tensor& x, const TensorParallel& tp);
+// What leaves a row-parallel region: the sum over the group, this rank's
+// share of the sequence of it under sequence parallelism.
+at::Tensor leave_tensor_parallel(const at::Tensor& x, const TensorParallel& tp);
+
+// Sequence parallelism: a whole (not split) parameter acts on this rank's
+// share of the sequence only, so its gradient is a partial sum over the
+// group; this sums the gradients of every parameter not in `shards` (one
+// all-reduce per dtype), once per optimizer step. Collective over the group;
+// nothing without sequence parallelism.
+void sum_sequence_parallel_grads(const std::map<std::string, at::Tensor>& params, const runtime::TensorShards& shards,
+                                 const TensorParallel& tp);
 
 // Per-token cross entropy of logits split over the vocabulary: rank r holds
 // logits [..., V / size] of tokens [r V / size, (r + 1) V / size); target
@@ -72,7 +96,8 @@ class RowParallelLinear : public torch::nn::Module {
 };
 
 // A lookup table with its rows (the vocabulary) split over the group: ids
-// outside this rank's rows look up zeros and the group sums the rows.
+// outside this rank's rows look up zeros and the group sums the rows (under
+// sequence parallelism into this rank's share of the sequence).
 // weight [num / size, dim].
 class VocabParallelEmbedding : public torch::nn::Module {
  public:

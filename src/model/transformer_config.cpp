@@ -62,6 +62,9 @@ void TransformerConfig::validate() const {
   if (tp < 1) fail("model.tensor_parallel.size must be >= 1, got " + std::to_string(tp));
   if (tensor_parallel.rank < 0 || tensor_parallel.rank >= tp)
     fail("model.tensor_parallel.rank " + std::to_string(tensor_parallel.rank) + " is not in [0, " + std::to_string(tp) + ")");
+  if (tensor_parallel.sequence_parallel && tp == 1)
+    fail("model.tensor_parallel.sequence_parallel needs model.tensor_parallel.size > 1 (it splits the sequence over the"
+         " tensor-parallel ranks)");
   if (tp > 1) {
     auto divides = [&](const std::string& what, int n) {
       if (n % tp != 0)
@@ -71,6 +74,9 @@ void TransformerConfig::validate() const {
     divides("model.num_attention_heads", num_attention_heads);
     divides("model.ffn_hidden_size", ffn_hidden());
     divides("model.vocab_size", vocab_size);
+    if (tensor_parallel.sequence_parallel && max_seq_len % tp != 0)
+      fail("model.max_seq_len " + std::to_string(max_seq_len) + " is not divisible by model.tensor_parallel.size " +
+           std::to_string(tp) + ", which model.tensor_parallel.sequence_parallel splits every sequence over");
     if (mtp_num_layers > 0)
       fail("model.mtp_num_layers with model.tensor_parallel.size " + std::to_string(tp) +
            ": multi-token prediction is not tensor-parallel yet; use model.tensor_parallel.size 1");

@@ -25,10 +25,16 @@ namespace hp::model {
 // model sets rank and group (the tp group of comm/mesh.hpp, which must
 // outlive the model); a model built without a group holds rank's shards and
 // cannot run forward with size > 1.
+// With sequence_parallel (Megatron's), the activations outside the
+// tensor-parallel regions (norms, residuals, the activations between stages)
+// are split along the sequence too: [batch, seq / size, width].
 struct TensorParallel {
-  int size = 1;  // --tp
+  int size = 1;                    // --tp
+  bool sequence_parallel = false;  // --sequence-parallel
   int rank = 0;
   comm::ProcessGroup* group = nullptr;
+  // The share of a sequence of `seq` positions this rank's activations hold.
+  std::int64_t local_seq(std::int64_t seq) const { return sequence_parallel ? seq / size : seq; }
 };
 
 // Parameter / activation precision. Float64 is what the correctness tests use.

@@ -119,6 +119,7 @@ class Pipeline {
   std::vector<std::string> duplicate_parameter_names() const;
   // RankModel::tensor_parallel: the parameters this rank holds a shard of.
   const TensorShards& tensor_parallel_shards() const { return model_.tensor_parallel; }
+  bool sequence_parallel() const { return model_.sequence_parallel; }
   void zero_grad();
 
   int rank() const { return rank_; }

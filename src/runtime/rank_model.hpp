@@ -66,6 +66,10 @@ struct RankModel {
   // runtime does not use it: the training loop gathers the shards for
   // checkpoints and counts the whole ones once in the gradient norm.
   TensorShards tensor_parallel;
+  // Sequence parallelism: every whole parameter's gradient is a partial sum
+  // over the tp group, which the training loop completes once per step
+  // (model::sum_sequence_parallel_grads).
+  bool sequence_parallel = false;
 };
 
 }  // namespace hp::runtime

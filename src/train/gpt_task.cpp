@@ -29,7 +29,9 @@ void GptTask::validate(const schedule::ScheduleOptions& layout) const {
 runtime::RankModel GptTask::build(const schedule::ScheduleOptions& layout, int rank,
                                   const model::TensorParallel& tp) const {
   model::GPTStagesOptions s = stages();
+  const bool sequence_parallel = s.config.tensor_parallel.sequence_parallel;
   s.config.tensor_parallel = tp;
+  s.config.tensor_parallel.sequence_parallel = sequence_parallel;
   return model::build_gpt_stages(s, layout, rank);
 }
 

@@ -27,7 +27,8 @@ class Task {
   virtual void validate(const schedule::ScheduleOptions& layout) const = 0;
   // This rank's stages, loss, tied names and MPipe preprocess; `tp` is the
   // tensor-parallel group its stages are split over (size
-  // tensor_parallel()), with this rank's place in it.
+  // tensor_parallel()), with this rank's place in it (sequence parallelism
+  // is the model's option).
   virtual runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank,
                                    const model::TensorParallel& tp) const = 0;
   // The ranks each stage is split over (Megatron's tensor parallelism; the

@@ -19,6 +19,7 @@
 
 #include "comm/mesh.hpp"
 #include "comm/process_group.hpp"
+#include "model/tensor_parallel.hpp"
 #include "train/checkpoint.hpp"
 #include "train/grad_clip.hpp"
 #include "train/metrics.hpp"
@@ -107,7 +108,9 @@ Place place(comm::ProcessGroup* world, int pp, int dp, int tp) {
   p.tp = p.mesh->group(comm::MeshDim::TP);
   p.stage_rank = p.mesh->coord().pp;
   p.replica = p.mesh->coord().dp;
-  p.tensor_parallel = {tp, p.mesh->coord().tp, p.tp};
+  p.tensor_parallel.size = tp;
+  p.tensor_parallel.rank = p.mesh->coord().tp;
+  p.tensor_parallel.group = p.tp;
   return p;
 }
 
@@ -223,6 +226,8 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   const int rank = at.stage_rank;
   runtime::RankModel model = task.build(o.pipeline.schedule, rank, at.tensor_parallel);
   const runtime::TensorShards shards = model.tensor_parallel;
+  model::TensorParallel sequence_parallel = at.tensor_parallel;
+  sequence_parallel.sequence_parallel = model.sequence_parallel;
   const int tp_rank = at.tensor_parallel.rank, tp_size = at.tensor_parallel.size;
   // The model's own step values (MTP losses): one slot each in the counters' all-reduce.
   const std::vector<std::string> model_metric_names = model.metric_names;
@@ -314,6 +319,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     // Tied copies first: the reduce writes the total into every copy, which
     // the division then scales once.
     pipeline.reduce_tied_grads();
+    model::sum_sequence_parallel_grads(params, shards, sequence_parallel);
     if (o.grad_accum > 1) {
       at::NoGradGuard guard;
       for (auto& [name, p] : params)

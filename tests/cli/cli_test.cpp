@@ -156,6 +156,8 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --nproc 2 --tp 2 --mtp-layers 1", "--mtp-layers with --tp 2: multi-token prediction is not tensor-parallel yet");
   expect_error("train --nproc 2 --tp 2 --model hybrid", "--tp 2: --model hybrid is not tensor-parallel yet");
   expect_error("train --tp 0", "--tp must be >= 1, got 0");
+  expect_error("train --sequence-parallel", "--sequence-parallel needs --tp > 1");
+  expect_error("train --nproc 2 --tp 2 --sequence-parallel --seq-len 15", "--seq-len 15 is not divisible by --tp 2");
   expect_error("train --dp 0", "--dp must be >= 1, got 0");
   expect_error("train --nproc 4 --dp 2 --mhc --mtp-layers 1 --schedule 1f1b",
                "--mhc with --mtp-layers and pp (--nproc / (--tp x --dp)) 2: a pipelined GPT with mHC cannot run multi-token");

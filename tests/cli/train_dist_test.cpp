@@ -110,6 +110,16 @@ TEST(TrainDist, MeshesFollowTheOneProcessCurveAndResumeUnderOtherMeshes) {
   ASSERT_EQ(ref_norm.size(), 5u);
   expect_same_curve(read_losses(dir + "/tp2pp2.jsonl", "grad_norm"), ref_norm);
   expect_same_curve(read_losses(dir + "/dp2pp2.jsonl", "grad_norm"), ref_norm);
+  // Sequence parallelism: the activations between stages hold half the sequence.
+  const std::string sp = "--nproc 4 --tp 2 --sequence-parallel --schedule 1f1b --vpp 1 --mb 8";
+  expect_same_curve(train(sp + common, dir + "/sp.jsonl"), ref);
+  expect_same_curve(read_losses(dir + "/sp.jsonl", "grad_norm"), ref_norm);
+  // Per step: 8 activations and 8 gradients of [1, 16 / 2, 32] doubles, in each of the 2
+  // pipelines (one per tp rank), twice (--grad-accum 2); and each pipeline's tied embedding
+  // gradient shard [256 / 2, 32] both ways between its first and last stage.
+  const auto sent = read_losses(dir + "/sp.jsonl", "bytes_sent");
+  ASSERT_EQ(sent.size(), 5u);
+  EXPECT_EQ(sent[1].second, 16.0 * 2 * 2 * (1 * 8 * 32 * 8) + 2 * 2 * (128 * 32 * 8));
   expect_same_curve(train("--nproc 8 --tp 2 --dp 2 --schedule mpipe --vpp 1 --transpose-layers 1 --mb 4" + save +
                               "tp",
                           dir + "/tp2dp2pp2.jsonl"),

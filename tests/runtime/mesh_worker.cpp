@@ -2,11 +2,12 @@
 // the local launcher on tp * dp * pp ranks laid out as comm/mesh.hpp says.
 //
 //   mesh_worker SCHEDULE PP VPP DP TP CASE...
-//   CASE = MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES
+//   CASE = MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES[:SP]
 //
 // The GPT's attention heads, MLP width and vocabulary are split over the tp
 // group; each rank's shard of every gradient is compared with its shard of
-// the reference gradient.
+// the reference gradient. SP 1: sequence parallelism too (the activations
+// between stages are [rows, seq / tp, width]).
 // MB is the micro-batches of one replica. ACCUM steps (different global
 // batches of DP x MB micro-batches) run on one pipeline, all but the last
 // with sync_grads false; replica d reads micro-batches [d * MB, (d + 1) * MB)
@@ -26,6 +27,7 @@
 #include "comm/mesh.hpp"
 #include "comm/process_group.hpp"
 #include "model/gpt_stages.hpp"
+#include "model/tensor_parallel.hpp"
 #include "runtime/grad_reducer.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
@@ -41,7 +43,8 @@ std::vector<int> fields(const std::string& s) {
   std::stringstream in(s);
   std::string cell;
   while (std::getline(in, cell, ':')) out.push_back(std::stoi(cell));
-  if (out.size() != 6) throw std::invalid_argument("bad case " + s + " (MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES)");
+  if (out.size() == 6) out.push_back(0);
+  if (out.size() != 7) throw std::invalid_argument("bad case " + s + " (MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES[:SP])");
   return out;
 }
 
@@ -76,7 +79,7 @@ int main(int argc, char** argv) {
       m.mhc_num_residual_streams = 3;
       m.mhc_init_gating_factor = 0.5;
       m.mtp_num_layers = f[3];
-      m.tensor_parallel = {shape.tp, mesh.coord().tp, mesh.group(comm::MeshDim::TP)};
+      m.tensor_parallel = {shape.tp, f[6] == 1, mesh.coord().tp, mesh.group(comm::MeshDim::TP)};
       const int accum = f[4];
       runtime::Pipeline p(o, stage_rank, mesh.group(comm::MeshDim::PP), model::build_gpt_stages(g, o.schedule, stage_rank),
                           mesh.group(comm::MeshDim::DP));
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
       }
       p.reduce_tied_grads();
       const auto shards = p.tensor_parallel_shards();
+      model::sum_sequence_parallel_grads(p.named_parameters(), shards, m.tensor_parallel);
       if (shape.tp > 1 && shards.empty()) throw std::runtime_error("no parameter is split over the tp group");
       for (const auto& [pname, t] : p.named_parameters()) {
         if (!t.grad().defined()) throw std::runtime_error(pname + " has no gradient");
