@@ -28,6 +28,7 @@ FlagNames schedule_flags(const std::string& pp_flag, const std::string& frozen_f
 const FlagNames kModelFlags = {{"model.num_layers", "--layers"},
                                {"model.tensor_parallel.size", "--tp"},
                                {"model.tensor_parallel.sequence_parallel", "--sequence-parallel"},
+                               {"model.context_parallel.size", "--cp"},
                                {"model.hidden_size", "--hidden"},
                                {"model.num_attention_heads", "--heads"},
                                {"model.ffn_hidden_size", "--ffn-hidden"},
@@ -101,7 +102,7 @@ FlagNames model_job_flags(const std::string& pp_flag) {
 
 const FlagNames& job_flags(bool data_parallel) {
   static const FlagNames plain = model_job_flags("--nproc");
-  static const FlagNames dp = model_job_flags("pp (--nproc / (--tp x --dp))");
+  static const FlagNames dp = model_job_flags("pp (--nproc / (--tp x --cp x --dp))");
   return data_parallel ? dp : plain;
 }
 

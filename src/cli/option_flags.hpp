@@ -20,8 +20,8 @@ std::string with_flags(std::string message, const FlagNames& flags);
 const FlagNames& plan_flags();
 // The flags of the commands that run a job (train, bench): the pipeline
 // depth is the number of ranks, --nproc.
-// With data_parallel (train --dp or --tp > 1) the pipeline has
-// --nproc / (--tp x --dp) ranks.
+// With data_parallel (train --dp, --tp or --cp > 1) the pipeline has
+// --nproc / (--tp x --cp x --dp) ranks.
 const FlagNames& job_flags(bool data_parallel = false);
 
 }  // namespace hp::cli

@@ -68,6 +68,9 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
     throw std::invalid_argument("--tp " + std::to_string(m.tensor_parallel.size) + ": --model " + a.model_name +
                                 " is not tensor-parallel yet (its Mamba, MoE and vision layers are whole on each"
                                 " rank); --tp works with --model gpt");
+  if (a.model_name != "gpt" && m.context_parallel.size > 1)
+    throw std::invalid_argument("--cp " + std::to_string(m.context_parallel.size) + ": --model " + a.model_name +
+                                " is not context-parallel yet; --cp works with --model gpt");
   if (a.model_name == "gpt") {
     m.max_seq_len = data.seq_len;
     return std::make_unique<train::GptTask>(train::GptTaskOptions{m, counts, data});
@@ -114,14 +117,15 @@ Job resolve(const TrainArgs& a, int world) {
   if (!schedule::kind_from_name(a.schedule, &s.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
                                 ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
-  const int tp = a.model.tensor_parallel.size;
+  const int tp = a.model.tensor_parallel.size, cp = a.model.context_parallel.size;
   if (o.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(o.dp));
   if (tp < 1) throw std::invalid_argument("--tp must be >= 1, got " + std::to_string(tp));
-  if (world % (o.dp * tp) != 0)
-    throw std::invalid_argument("--tp " + std::to_string(tp) + " x --dp " + std::to_string(o.dp) +
-                                " does not divide the job's " + std::to_string(world) +
-                                " ranks (--nproc): the ranks are tp x dp x pp; give --nproc a multiple of it");
-  s.pp = world / (o.dp * tp);
+  if (cp < 1) throw std::invalid_argument("--cp must be >= 1, got " + std::to_string(cp));
+  if (world % (o.dp * tp * cp) != 0)
+    throw std::invalid_argument("--tp " + std::to_string(tp) + " x --cp " + std::to_string(cp) + " x --dp " +
+                                std::to_string(o.dp) + " does not divide the job's " + std::to_string(world) +
+                                " ranks (--nproc): the ranks are tp x cp x dp x pp; give --nproc a multiple of it");
+  s.pp = world / (o.dp * tp * cp);
   if (a.vpp_flag->count() == 0) s.vpp = schedule::default_vpp(s.kind);
   if (a.overflow != "full" && a.overflow != "min")
     throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
@@ -155,14 +159,16 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
     std::cout << "hyperpipe train: " << a.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
     comm::MeshShape mesh;
     mesh.tp = job.task->tensor_parallel();
+    mesh.cp = job.task->context_parallel();
     mesh.dp = job.options.dp;
     mesh.pp = s.pp;
     if (mesh.dp > 1) std::cout << " dp=" << mesh.dp;
     if (mesh.tp > 1) std::cout << " tp=" << mesh.tp;
+    if (mesh.cp > 1) std::cout << " cp=" << mesh.cp;
     std::cout << " | " << job.task->describe() << std::endl;
     if (mesh.world() > mesh.pp) {
       std::cout << "mesh: " << comm::describe_mesh(mesh);
-      for (comm::MeshDim d : {comm::MeshDim::PP, comm::MeshDim::DP, comm::MeshDim::TP}) {
+      for (comm::MeshDim d : {comm::MeshDim::PP, comm::MeshDim::DP, comm::MeshDim::CP, comm::MeshDim::TP}) {
         if (mesh.size(d) == 1) continue;
         std::cout << "; " << comm::mesh_dim_name(d) << " groups";
         for (const auto& line : comm::describe_mesh_groups(mesh, d)) std::cout << " [" << line.substr(line.find("ranks ") + 6) << "]";
@@ -237,10 +243,14 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--weight-decay", t.adam.weight_decay, "AdamW weight decay")->capture_default_str();
   cmd->add_option("--clip-grad", t.clip_grad, "global gradient-norm clip (0 = off)")->capture_default_str();
   cmd->add_option("--grad-accum", t.grad_accum, "pipeline runs per optimizer step")->capture_default_str();
-  cmd->add_option("--dp", t.dp, "data-parallel replicas of the pipeline: pp = ranks / (tp x dp), a step reads dp x --mb micro-batches")
+  cmd->add_option("--dp", t.dp, "data-parallel replicas of the pipeline: pp = ranks / (tp x cp x dp), a step reads dp x --mb micro-batches")
       ->capture_default_str();
   cmd->add_option("--tp", a->model.tensor_parallel.size,
                   "tensor-parallel ranks per stage (Megatron's: heads, MLP width and vocabulary split; --model gpt)")
+      ->capture_default_str();
+  cmd->add_option("--cp", a->model.context_parallel.size,
+                  "context-parallel ranks per stage: each holds 2 of 2 x cp sequence chunks, attention gathers the"
+                  " keys and values (--model gpt)")
       ->capture_default_str();
   cmd->add_flag("--sequence-parallel", a->model.tensor_parallel.sequence_parallel,
                 "with --tp: split the activations outside the tensor-parallel regions along the sequence too");
@@ -269,7 +279,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->callback([a, exit_code, nproc] {
     a->job.nproc_given = nproc->count() > 0;
     *exit_code = run_job_reporting(
-        "train", job_flags(a->train.dp * a->model.tensor_parallel.size > 1), a->job, [a](int world) { resolve(*a, world); },
+        "train", job_flags(a->train.dp * a->model.tensor_parallel.size * a->model.context_parallel.size > 1), a->job, [a](int world) { resolve(*a, world); },
         [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
   });
 }

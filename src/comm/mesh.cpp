@@ -31,6 +31,17 @@ Mesh Mesh::create(ProcessGroup& world, const MeshShape& shape) {
         world.new_group(mesh_group_ranks(shape, world.rank(), d), mesh_dim_name(d))));
     m.groups_[index_of(d)] = m.owned_.back().get();
   }
+  if (shape.dp > 1 && shape.cp > 1) {
+    const auto ranks = mesh_group_ranks(shape, world.rank(), std::vector<MeshDim>{MeshDim::CP, MeshDim::DP});
+    if (static_cast<int>(ranks.size()) == world.world_size()) {
+      m.dp_cp_ = &world;
+    } else {
+      m.owned_.push_back(std::make_unique<ProcessGroup>(world.new_group(ranks, "dp_cp")));
+      m.dp_cp_ = m.owned_.back().get();
+    }
+  } else {
+    m.dp_cp_ = shape.cp > 1 ? m.group(MeshDim::CP) : m.group(MeshDim::DP);
+  }
   return m;
 }
 

@@ -29,6 +29,10 @@ class Mesh {
   const MeshCoord& coord() const { return coord_; }
   // Null for a dimension of size 1.
   ProcessGroup* group(MeshDim dim) const;
+  // The ranks that hold the same shards of the same stages (Megatron's data
+  // parallel group with context parallelism): differing in dp and cp only,
+  // cp fastest. Gradients are averaged over it. Null when dp x cp is 1.
+  ProcessGroup* data_parallel_with_context() const { return dp_cp_; }
   ProcessGroup& world() const { return *world_; }
 
  private:
@@ -38,6 +42,7 @@ class Mesh {
   ProcessGroup* world_ = nullptr;
   std::vector<std::unique_ptr<ProcessGroup>> owned_;
   ProcessGroup* groups_[4] = {nullptr, nullptr, nullptr, nullptr};
+  ProcessGroup* dp_cp_ = nullptr;
 };
 
 }  // namespace hp::comm

@@ -70,15 +70,27 @@ inline MeshCoord mesh_coord(const MeshShape& s, int rank) {
 
 inline int mesh_rank(const MeshShape& s, const MeshCoord& c) { return c.tp + s.tp * (c.cp + s.cp * (c.dp + s.dp * c.pp)); }
 
-// The ranks of `rank`'s group along `dim`, by that coordinate.
-inline std::vector<int> mesh_group_ranks(const MeshShape& s, int rank, MeshDim dim) {
-  MeshCoord c = mesh_coord(s, rank);
+// The ranks of `rank`'s group along `dims` (those that differ from it in
+// these coordinates only), the first dimension fastest.
+inline std::vector<int> mesh_group_ranks(const MeshShape& s, int rank, const std::vector<MeshDim>& dims) {
   std::vector<int> out;
-  for (int i = 0; i < s.size(dim); ++i) {
-    c.at(dim) = i;
+  int n = 1;
+  for (MeshDim d : dims) n *= s.size(d);
+  for (int i = 0; i < n; ++i) {
+    MeshCoord c = mesh_coord(s, rank);
+    int rest = i;
+    for (MeshDim d : dims) {
+      c.at(d) = rest % s.size(d);
+      rest /= s.size(d);
+    }
     out.push_back(mesh_rank(s, c));
   }
   return out;
+}
+
+// The ranks of `rank`'s group along `dim`, by that coordinate.
+inline std::vector<int> mesh_group_ranks(const MeshShape& s, int rank, MeshDim dim) {
+  return mesh_group_ranks(s, rank, std::vector<MeshDim>{dim});
 }
 
 // Every group of `dim` as lines "dp group 0: ranks 0 2", each once.

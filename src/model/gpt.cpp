@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/context_parallel.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/kv_cache.hpp"
 #include "model/layers.hpp"
@@ -138,13 +139,13 @@ void GPTChunk::build(const ChunkLayout& layout) {
 
 std::vector<int64_t> GPTChunk::input_shape(int64_t batch, int64_t seq) const {
   if (first_) return {batch, seq};
-  return {batch, config_.tensor_parallel.local_seq(seq), config_.residual_width()};
+  return {batch, config_.local_seq(seq), config_.residual_width()};
 }
 
 std::vector<int64_t> GPTChunk::output_shape(int64_t batch, int64_t seq) const {
   const auto& tp = config_.tensor_parallel;
-  if (last_) return {batch, seq, config_.vocab_size / tp.size};
-  return {batch, tp.local_seq(seq), config_.residual_width()};
+  if (last_) return {batch, seq / config_.context_parallel.size, config_.vocab_size / tp.size};
+  return {batch, config_.local_seq(seq), config_.residual_width()};
 }
 
 c10::ScalarType GPTChunk::activation_dtype() const { return to_scalar_type(config_.dtype); }
@@ -184,10 +185,23 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
     fail_here("sequence parallelism splits the sequence over " + std::to_string(tp.size) +
               " tensor-parallel ranks: the sequence length " + std::to_string(seq) +
               " must be divisible by it, without a prefix");
+  const auto& cp = config_.context_parallel;
+  if (cp.size > 1) {
+    if (prefix.defined() || offset != 0 || seq % (2 * cp.size) != 0)
+      fail_here("context parallelism splits the sequence into 2 x " + std::to_string(cp.size) +
+                " chunks: the sequence length " + std::to_string(seq) +
+                " must be divisible by it, without a prefix or a KV cache");
+    const at::Tensor positions = context_parallel_positions(seq, cp);
+    return stream(word_->forward(tokens.index_select(1, positions)) + position_->weight.index_select(0, positions));
+  }
   torch::Tensor x = word_->forward(tokens);  // under sequence parallelism: this rank's share
   if (prefix.defined()) x = at::cat({prefix, x}, 1);
   const int64_t local = tp.local_seq(seq);
   x = x + position_->weight.narrow(0, offset + (tp.sequence_parallel ? tp.rank * local : 0), local);
+  return stream(x);
+}
+
+torch::Tensor GPTChunk::stream(const torch::Tensor& x) const {
   // mHC: the residual leaves the embedding as n streams.
   return config_.enable_mhc_connections ? expand_streams(x, config_.mhc_num_residual_streams) : x;
 }

@@ -71,7 +71,9 @@ class GPTChunk : public torch::nn::Module {
   //   middle stage: hidden [batch, seq, hidden] (config dtype)  -> hidden
   //   last stage:   hidden -> logits [batch, seq, vocab]; first and last: tokens -> logits.
   //   Under tensor parallelism the logits are this rank's vocabulary share,
-  //   [batch, seq, vocab / tp] (model::vocab_parallel_cross_entropy).
+  //   [batch, seq, vocab / tp] (model::vocab_parallel_cross_entropy); under
+  //   context parallelism every output covers this rank's seq / cp positions
+  //   (model/context_parallel.hpp) while the first stage takes whole sequences.
   // The output is always a new tensor, never the input or a view of it (an empty
   // middle stage returns a graph-connected copy), so a sent output can be
   // pseudo-deallocated. Bad input throws std::invalid_argument.
@@ -124,6 +126,8 @@ class GPTChunk : public torch::nn::Module {
                            KVCache* cache = nullptr);
   // Positions [offset, offset + P + S) of the prefix and the tokens.
   torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& prefix, int64_t offset = 0);
+  // The embedding's output as the residual (n streams under mHC).
+  torch::Tensor stream(const torch::Tensor& x) const;
   // A middle or last stage's input at positions [offset, offset + seq).
   void check_hidden(const torch::Tensor& input, int64_t offset) const;
 

@@ -9,6 +9,7 @@
 #include "model/layers.hpp"
 #include "model/lm_loss.hpp"
 #include "model/mtp.hpp"
+#include "model/context_parallel.hpp"
 #include "model/preprocess.hpp"
 #include "model/tensor_parallel.hpp"
 #include "runtime/module_stage.hpp"
@@ -89,8 +90,9 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
   }
   if (cfg.mtp_num_layers > 0) add_mtp_metrics(m, cfg.mtp_num_layers, chunks.back()->mtp());
   m.sequence_parallel = cfg.tensor_parallel.sequence_parallel && cfg.tensor_parallel.size > 1;
-  m.loss = [tp = cfg.tensor_parallel](const at::Tensor& logits, const at::Tensor& labels) {
-    return lm_loss(logits, labels, tp);
+  // Under context parallelism the logits cover this rank's positions of the whole target.
+  m.loss = [tp = cfg.tensor_parallel, cp = cfg.context_parallel](const at::Tensor& logits, const at::Tensor& labels) {
+    return lm_loss(logits, context_parallel_share(labels, 1, cp), tp);
   };
   m.tied_parameters = gpt_tied_parameters(cfg);
   if (o.micro_batch_rows > 0 && o.seq_len > 0) m.output_spec = fixed_output_spec(o.micro_batch_rows, o.seq_len, cfg);
@@ -99,7 +101,7 @@ runtime::RankModel build_gpt_stages(const GPTStagesOptions& o, const schedule::S
 
 std::function<runtime::TensorSpec(int, int)> fixed_output_spec(std::int64_t rows, std::int64_t seq,
                                                                const TransformerConfig& config) {
-  const runtime::TensorSpec spec{{rows, config.tensor_parallel.local_seq(seq), config.residual_width()},
+  const runtime::TensorSpec spec{{rows, config.local_seq(seq), config.residual_width()},
                                  to_scalar_type(config.dtype)};
   return [spec](int, int) { return spec; };
 }

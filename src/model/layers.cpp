@@ -1,6 +1,7 @@
 #include "model/layers.hpp"
 
 #include "model/hyper_connection.hpp"
+#include "model/context_parallel.hpp"
 #include "model/kv_cache.hpp"
 #include "model/tensor_parallel.hpp"
 
@@ -39,7 +40,9 @@ Embedding::Embedding(int64_t num, int64_t dim, c10::ScalarType dtype) {
 torch::Tensor Embedding::forward(const torch::Tensor& ids) { return at::embedding(weight, ids); }
 
 CausalSelfAttention::CausalSelfAttention(const TransformerConfig& config)
-    : heads_(config.num_attention_heads / config.tensor_parallel.size), head_dim_(config.head_dim()) {
+    : heads_(config.num_attention_heads / config.tensor_parallel.size),
+      head_dim_(config.head_dim()),
+      cp_(config.context_parallel) {
   const auto dtype = to_scalar_type(config.dtype);
   const int64_t hidden = config.hidden_size;
   const auto& tp = config.tensor_parallel;
@@ -65,9 +68,20 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
     cache->keys = k;
     cache->values = v;
   }
+  at::Tensor future;
+  if (cp_.size > 1) {
+    if (cache) throw std::invalid_argument("context parallelism does not decode with a KV cache");
+    // The keys and values of the whole sequence; this rank's queries at their global positions.
+    k = gather_context_parallel(k, 2, cp_);
+    v = gather_context_parallel(v, 2, cp_);
+    const int64_t total = k.size(2);
+    const auto keys = at::arange(total, at::TensorOptions().dtype(at::kLong));
+    future = keys.unsqueeze(0) > context_parallel_positions(total, cp_).unsqueeze(1);
+  } else {
+    // Query i sits at position past + i: it sees keys 0 .. past + i.
+    future = at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1);
+  }
   auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
-  // Query i sits at position past + i: it sees keys 0 .. past + i.
-  const auto future = at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   const auto y = at::matmul(at::softmax(scores, -1), v);  // [batch, heads, seq, head_dim]
   return proj_->forward(y.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));

@@ -58,7 +58,9 @@ class RowParallelLinear;
 // projection. [batch, seq, hidden] -> [batch, seq, hidden]; any seq length.
 // Under tensor parallelism (config.tensor_parallel) each rank runs heads / tp
 // heads: qkv is column-parallel (its q, k and v parts each split), proj
-// row-parallel (model/tensor_parallel.hpp).
+// row-parallel (model/tensor_parallel.hpp). Under context parallelism x holds
+// this rank's positions (model/context_parallel.hpp) and attention reads the
+// keys and values of the whole sequence.
 // With a cache (decoding) x holds the positions after the cached ones: they
 // attend to the cached keys and values and to each other causally, and the
 // cache grows by them.
@@ -70,6 +72,7 @@ class CausalSelfAttention : public torch::nn::Module {
  private:
   int64_t heads_;  // this rank's
   int64_t head_dim_;
+  ContextParallel cp_;
   std::shared_ptr<ColumnParallelLinear> qkv_;
   std::shared_ptr<RowParallelLinear> proj_;
 };

@@ -34,7 +34,7 @@ TensorSpec GPTPreprocess::input_spec(std::int64_t rows, std::int64_t seq) const 
 
 TensorSpec GPTPreprocess::output_spec(std::int64_t rows, std::int64_t seq) const {
   const auto& c = chunk_->config();
-  return {{rows, c.tensor_parallel.local_seq(seq), c.residual_width()}, chunk_->activation_dtype()};
+  return {{rows, c.local_seq(seq), c.residual_width()}, chunk_->activation_dtype()};
 }
 
 std::shared_ptr<runtime::Preprocess> runtime_preprocess(std::shared_ptr<Preprocess> module, std::int64_t rows,

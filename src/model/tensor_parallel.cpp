@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "comm/process_group.hpp"
+#include "model/parallel_mappings.hpp"
 
 namespace hp::model {
 namespace {
@@ -14,71 +15,21 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The group travels through the autograd context as an integer.
-std::int64_t handle(const TensorParallel& tp) {
+comm::ProcessGroup& group(const TensorParallel& tp) {
   if (!tp.group)
     throw std::logic_error("tensor parallel size " + std::to_string(tp.size) +
                            " but the model was built without its process group (model.tensor_parallel.group)");
-  return static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(tp.group));
+  return *tp.group;
+}
+
+// The group travels through the autograd context as an integer.
+std::int64_t handle(const TensorParallel& tp) {
+  return static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&group(tp)));
 }
 
 comm::ProcessGroup& group_of(AutogradContext* ctx) {
   return *reinterpret_cast<comm::ProcessGroup*>(static_cast<std::intptr_t>(ctx->saved_data["group"].toInt()));
 }
-
-at::Tensor summed(const at::Tensor& x, comm::ProcessGroup& g) {
-  at::Tensor out = x.clone();
-  g.all_reduce(out);
-  return out;
-}
-
-struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
-    ctx->saved_data["group"] = group;
-    return x.view_as(x);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {summed(grads[0], group_of(ctx)), at::Tensor()};
-  }
-};
-
-// [batch, seq, ...] of every rank -> [batch, size * seq, ...], rank order.
-at::Tensor gathered_sequence(const at::Tensor& x, comm::ProcessGroup& g) {
-  return g.all_gather(x).transpose(0, 1).flatten(1, 2);
-}
-
-at::Tensor scattered_sum(const at::Tensor& x, comm::ProcessGroup& g) {
-  const int64_t n = x.size(1) / g.world_size();
-  return summed(x, g).narrow(1, g.rank() * n, n).contiguous();
-}
-
-struct GatherFromSequence : torch::autograd::Function<GatherFromSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
-    ctx->saved_data["group"] = group;
-    return gathered_sequence(x, group_of(ctx));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {scattered_sum(grads[0], group_of(ctx)), at::Tensor()};
-  }
-};
-
-struct ReduceScatterToSequence : torch::autograd::Function<ReduceScatterToSequence> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
-    ctx->saved_data["group"] = group;
-    return scattered_sum(x, group_of(ctx));
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gathered_sequence(grads[0], group_of(ctx)), at::Tensor()};
-  }
-};
-
-struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::int64_t group) {
-    ctx->saved_data["group"] = group;
-    return summed(x, group_of(ctx));
-  }
-  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], at::Tensor()}; }
-};
 
 // Megatron's _VocabParallelCrossEntropy: the max, the target's logit and the
 // sum of exponentials are reduced over the group; the gradient is the local
@@ -126,15 +77,15 @@ void check_split(const char* what, int64_t n, const TensorParallel& tp) {
 }  // namespace
 
 at::Tensor copy_to_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
-  return tp.size == 1 ? x : CopyToRegion::apply(x, handle(tp));
+  return tp.size == 1 ? x : copy_to_group(x, group(tp));
 }
 
 at::Tensor reduce_from_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
-  return tp.size == 1 ? x : ReduceFromRegion::apply(x, handle(tp));
+  return tp.size == 1 ? x : reduce_from_group(x, group(tp));
 }
 
 at::Tensor gather_from_sequence_parallel(const at::Tensor& x, const TensorParallel& tp) {
-  return tp.size == 1 ? x : GatherFromSequence::apply(x, handle(tp));
+  return tp.size == 1 ? x : all_gather_along(x, 1, group(tp));
 }
 
 at::Tensor reduce_scatter_to_sequence_parallel(const at::Tensor& x, const TensorParallel& tp) {
@@ -142,7 +93,7 @@ at::Tensor reduce_scatter_to_sequence_parallel(const at::Tensor& x, const Tensor
   if (x.dim() < 2 || x.size(1) % tp.size != 0)
     throw std::invalid_argument("sequence parallelism: sequence length " + std::to_string(x.dim() < 2 ? 0 : x.size(1)) +
                                 " is not divisible by the tensor-parallel size " + std::to_string(tp.size));
-  return ReduceScatterToSequence::apply(x, handle(tp));
+  return reduce_scatter_along(x, 1, group(tp));
 }
 
 at::Tensor enter_tensor_parallel(const at::Tensor& x, const TensorParallel& tp) {
@@ -164,8 +115,7 @@ void sum_sequence_parallel_grads(const std::map<std::string, at::Tensor>& params
     std::vector<at::Tensor> flat;
     for (const auto& g : grads) flat.push_back(g.reshape({-1}));
     at::Tensor all = at::cat(flat);
-    handle(tp);
-    tp.group->all_reduce(all);
+    group(tp).all_reduce(all);
     int64_t offset = 0;
     for (auto& g : grads) {
       g.copy_(all.narrow(0, offset, g.numel()).view_as(g));

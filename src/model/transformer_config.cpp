@@ -62,6 +62,21 @@ void TransformerConfig::validate() const {
   if (tp < 1) fail("model.tensor_parallel.size must be >= 1, got " + std::to_string(tp));
   if (tensor_parallel.rank < 0 || tensor_parallel.rank >= tp)
     fail("model.tensor_parallel.rank " + std::to_string(tensor_parallel.rank) + " is not in [0, " + std::to_string(tp) + ")");
+  const int cp = context_parallel.size;
+  if (cp < 1) fail("model.context_parallel.size must be >= 1, got " + std::to_string(cp));
+  if (context_parallel.rank < 0 || context_parallel.rank >= cp)
+    fail("model.context_parallel.rank " + std::to_string(context_parallel.rank) + " is not in [0, " + std::to_string(cp) + ")");
+  if (cp > 1) {
+    if (max_seq_len % (2 * cp) != 0)
+      fail("model.max_seq_len " + std::to_string(max_seq_len) + " is not divisible by 2 x model.context_parallel.size " +
+           std::to_string(cp) + " (each context-parallel rank holds two of 2 x cp equal chunks)");
+    if (mtp_num_layers > 0)
+      fail("model.mtp_num_layers with model.context_parallel.size " + std::to_string(cp) +
+           ": multi-token prediction is not context-parallel yet; use model.context_parallel.size 1");
+    if (tensor_parallel.sequence_parallel)
+      fail("model.tensor_parallel.sequence_parallel with model.context_parallel.size " + std::to_string(cp) +
+           ": not supported together yet; drop one");
+  }
   if (tensor_parallel.sequence_parallel && tp == 1)
     fail("model.tensor_parallel.sequence_parallel needs model.tensor_parallel.size > 1 (it splits the sequence over the"
          " tensor-parallel ranks)");

@@ -37,6 +37,24 @@ struct TensorParallel {
   std::int64_t local_seq(std::int64_t seq) const { return sequence_parallel ? seq / size : seq; }
 };
 
+// Context parallelism: every sequence split over `size` ranks in 2 x size
+// equal chunks, rank r holding chunks r and 2 size - 1 - r (so the causal
+// attention work is the same on every rank); attention gathers the keys and
+// values of the whole sequence (model/context_parallel.hpp). Like
+// TensorParallel, part of the run's layout, with rank and group set by the
+// builder of a rank's model.
+struct ContextParallel {
+  int size = 1;  // --cp
+  int rank = 0;
+  comm::ProcessGroup* group = nullptr;
+};
+
+// The parallel groups a rank's model is split over.
+struct ModelParallel {
+  TensorParallel tensor;
+  ContextParallel context;
+};
+
 // Parameter / activation precision. Float64 is what the correctness tests use.
 enum class DType : std::uint8_t { Float32, Float64 };
 
@@ -85,6 +103,7 @@ struct TransformerConfig {
   double mtp_loss_scaling_factor = 0.1; // --mtp-loss-scaling
 
   TensorParallel tensor_parallel;
+  ContextParallel context_parallel;
 
   // Throws std::invalid_argument naming the option (model.<field>) and what is allowed.
   void validate() const;
@@ -96,6 +115,13 @@ struct TransformerConfig {
   int residual_streams() const { return enable_mhc_connections ? mhc_num_residual_streams : 1; }
   // Width of the residual between layers and stages: hidden_size * streams.
   int residual_width() const { return hidden_size * residual_streams(); }
+
+  // This rank's share of a sequence of `seq` positions between layers and
+  // stages: divided by the context-parallel size, then by the tensor-parallel
+  // size under sequence parallelism.
+  std::int64_t local_seq(std::int64_t seq) const {
+    return tensor_parallel.local_seq(seq / context_parallel.size);
+  }
 
   // One line, flag style: "--layers 8 --hidden 64 ...", for logs.
   std::string describe() const;

@@ -27,11 +27,12 @@ void GptTask::validate(const schedule::ScheduleOptions& layout) const {
 }
 
 runtime::RankModel GptTask::build(const schedule::ScheduleOptions& layout, int rank,
-                                  const model::TensorParallel& tp) const {
+                                  const model::ModelParallel& parallel) const {
   model::GPTStagesOptions s = stages();
   const bool sequence_parallel = s.config.tensor_parallel.sequence_parallel;
-  s.config.tensor_parallel = tp;
+  s.config.tensor_parallel = parallel.tensor;
   s.config.tensor_parallel.sequence_parallel = sequence_parallel;
+  s.config.context_parallel = parallel.context;
   return model::build_gpt_stages(s, layout, rank);
 }
 

@@ -24,8 +24,9 @@ class GptTask : public Task {
 
   void validate(const schedule::ScheduleOptions& layout) const override;
   runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank,
-                           const model::TensorParallel& tp) const override;
+                           const model::ModelParallel& parallel) const override;
   int tensor_parallel() const override { return options_.model.tensor_parallel.size; }
+  int context_parallel() const override { return options_.model.context_parallel.size; }
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets) const override;
   std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,

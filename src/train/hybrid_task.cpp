@@ -23,7 +23,7 @@ void HybridTask::validate(const schedule::ScheduleOptions& layout) const {
 }
 
 runtime::RankModel HybridTask::build(const schedule::ScheduleOptions& layout, int rank,
-                                     const model::TensorParallel&) const {
+                                     const model::ModelParallel&) const {
   return model::build_hybrid_stages(stages(), layout, rank);
 }
 

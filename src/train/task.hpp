@@ -25,15 +25,17 @@ class Task {
   // Checks the model and the data against the layout before any process
   // group exists; throws std::invalid_argument naming the flag.
   virtual void validate(const schedule::ScheduleOptions& layout) const = 0;
-  // This rank's stages, loss, tied names and MPipe preprocess; `tp` is the
-  // tensor-parallel group its stages are split over (size
-  // tensor_parallel()), with this rank's place in it (sequence parallelism
-  // is the model's option).
+  // This rank's stages, loss, tied names and MPipe preprocess; `parallel`
+  // holds the tensor- and context-parallel groups its stages are split over
+  // (of sizes tensor_parallel() and context_parallel()), with this rank's
+  // place in each (sequence parallelism is the model's option).
   virtual runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank,
-                                   const model::TensorParallel& tp) const = 0;
-  // The ranks each stage is split over (Megatron's tensor parallelism; the
-  // model's --tp); the trainer lays out the job's mesh with it.
+                                   const model::ModelParallel& parallel) const = 0;
+  // The ranks each stage is split over by Megatron's tensor parallelism (the
+  // model's --tp) and context parallelism (--cp); the trainer lays out the
+  // job's mesh with them.
   virtual int tensor_parallel() const { return 1; }
+  virtual int context_parallel() const { return 1; }
   // Batch `index` as `micro_batches` micro-batches, filled only where this
   // rank reads (runtime::Pipeline::input_micros / reads_targets); `extra`
   // wherever the task's stages use it. With data parallelism this is the

@@ -69,48 +69,56 @@ class Progress {
 void validate_checkpoint_shape(const std::string& load, const Task& task);
 
 // Where this rank sits in the job: its pipeline (the pp group, rank i holding
-// stage i), its data-parallel replica (the dp group of the ranks that hold
-// its stages in the other replicas) and the tp group its stages are split
-// over; comm/mesh.hpp lays them out.
+// stage i), its data-parallel replica, the tp and cp groups its stages are
+// split over, and the ranks its gradients are averaged over (the replicas'
+// ranks of the same shards: dp x cp); comm/mesh.hpp lays them out.
 struct Place {
   std::optional<comm::Mesh> mesh;
   comm::ProcessGroup* world = nullptr;
   comm::ProcessGroup* pp = nullptr;
   comm::ProcessGroup* dp = nullptr;
   comm::ProcessGroup* tp = nullptr;
+  comm::ProcessGroup* average = nullptr;  // dp x cp
   int world_rank = 0;
   int stage_rank = 0;
   int replica = 0;
   int replicas = 1;
-  model::TensorParallel tensor_parallel;
+  model::ModelParallel parallel;
+  // Whether this rank writes checkpoints: the first of its tp, cp and dp groups.
+  bool writes() const { return replica == 0 && parallel.tensor.rank == 0 && parallel.context.rank == 0; }
 };
 
-Place place(comm::ProcessGroup* world, int pp, int dp, int tp) {
+Place place(comm::ProcessGroup* world, int pp, int dp, int tp, int cp) {
   Place p;
   p.world = world;
   p.pp = world;
   p.replicas = dp;
   if (!world) return p;
-  if (world->world_size() != pp * dp * tp)
-    throw std::invalid_argument("--tp " + std::to_string(tp) + " x --dp " + std::to_string(dp) + " x " +
-                                std::to_string(pp) + " pipeline ranks is not the job's " +
+  if (world->world_size() != pp * dp * tp * cp)
+    throw std::invalid_argument("--tp " + std::to_string(tp) + " x --cp " + std::to_string(cp) + " x --dp " +
+                                std::to_string(dp) + " x " + std::to_string(pp) + " pipeline ranks is not the job's " +
                                 std::to_string(world->world_size()) + " ranks");
   p.world_rank = world->rank();
   p.stage_rank = world->rank();
-  if (dp == 1 && tp == 1) return p;
+  if (dp == 1 && tp == 1 && cp == 1) return p;
   comm::MeshShape shape;
   shape.tp = tp;
+  shape.cp = cp;
   shape.dp = dp;
   shape.pp = pp;
   p.mesh = comm::Mesh::create(*world, shape);
   p.pp = p.mesh->group(comm::MeshDim::PP);
   p.dp = p.mesh->group(comm::MeshDim::DP);
   p.tp = p.mesh->group(comm::MeshDim::TP);
+  p.average = p.mesh->data_parallel_with_context();
   p.stage_rank = p.mesh->coord().pp;
   p.replica = p.mesh->coord().dp;
-  p.tensor_parallel.size = tp;
-  p.tensor_parallel.rank = p.mesh->coord().tp;
-  p.tensor_parallel.group = p.tp;
+  p.parallel.tensor.size = tp;
+  p.parallel.tensor.rank = p.mesh->coord().tp;
+  p.parallel.tensor.group = p.tp;
+  p.parallel.context.size = cp;
+  p.parallel.context.rank = p.mesh->coord().cp;
+  p.parallel.context.group = p.mesh->group(comm::MeshDim::CP);
   return p;
 }
 
@@ -222,17 +230,17 @@ void validate_checkpoint_shape(const std::string& load, const Task& task) {
 
 TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
   o.validate(task);
-  const Place at = place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel());
+  const Place at = place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel(), task.context_parallel());
   const int rank = at.stage_rank;
-  runtime::RankModel model = task.build(o.pipeline.schedule, rank, at.tensor_parallel);
+  runtime::RankModel model = task.build(o.pipeline.schedule, rank, at.parallel);
   const runtime::TensorShards shards = model.tensor_parallel;
-  model::TensorParallel sequence_parallel = at.tensor_parallel;
+  model::TensorParallel sequence_parallel = at.parallel.tensor;
   sequence_parallel.sequence_parallel = model.sequence_parallel;
-  const int tp_rank = at.tensor_parallel.rank, tp_size = at.tensor_parallel.size;
+  const int tp_rank = at.parallel.tensor.rank, tp_size = at.parallel.tensor.size;
   // The model's own step values (MTP losses): one slot each in the counters' all-reduce.
   const std::vector<std::string> model_metric_names = model.metric_names;
   const auto model_metrics = model.metrics;
-  runtime::Pipeline pipeline(o.pipeline, rank, at.pp, std::move(model), at.dp);
+  runtime::Pipeline pipeline(o.pipeline, rank, at.pp, std::move(model), at.average);
   const auto lr_opts = lr_options(o);
 
   NamedParams params = pipeline.named_parameters();
@@ -266,7 +274,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   // False when the job is to stop: a save failed (every rank agrees on that) with
   // --save-failures stop. The rank that failed says why in one line and exits non-zero.
   // The first replica's pipeline writes (the replicas hold the same values),
-  // its tp groups' first ranks the whole tensors.
+  // its tp groups' first ranks the whole tensors (Place::writes).
   auto save = [&](std::int64_t step) {
     const bool inject = o.fault.kind == "nospace" && o.fault.rank == at.world_rank && o.fault.step == step;
     if (inject)
@@ -278,7 +286,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     AdamWState state = adam.state();
     if (at.tp) gather_whole(whole, state, shards, *at.tp);
     SaveOutcome r;
-    if (at.replica == 0 && tp_rank == 0)
+    if (at.writes())
       r = try_save_checkpoint(o.save, step, rank, o.pipeline.schedule.pp, whole, state, task.checkpoint_metadata(),
                               agree, o.keep);
     if (inject) set_checkpoint_write_fault(nullptr);
@@ -339,7 +347,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
                                 static_cast<double>(after.bytes_received - before.bytes_received)};
     std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
     mine.resize(model_metric_names.size(), 0.0);
-    for (double& v : mine) v /= at.replicas * tp_size;
+    for (double& v : mine) v /= at.replicas * tp_size * at.parallel.context.size;
     sums.insert(sums.end(), mine.begin(), mine.end());
     if (pg && pg->world_size() > 1) {
       at::Tensor t = at::tensor(sums, at::kDouble);

@@ -38,7 +38,7 @@ void VlTask::validate(const schedule::ScheduleOptions& layout) const {
 }
 
 runtime::RankModel VlTask::build(const schedule::ScheduleOptions& layout, int rank,
-                                 const model::TensorParallel&) const {
+                                 const model::ModelParallel&) const {
   return model::build_vl_stages(stages(), layout, rank);
 }
 

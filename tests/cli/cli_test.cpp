@@ -149,7 +149,11 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("plan --simulate --p2p-bw -1", "--p2p-bw must be a finite number >= 0");
   expect_error("train --config /tmp", "--config /tmp: not a readable file");
   expect_error("train --eval-interval -1", "--eval-interval must be >= 0");
-  expect_error("train --nproc 4 --dp 3", "--tp 1 x --dp 3 does not divide the job's 4 ranks (--nproc)");
+  expect_error("train --nproc 4 --dp 3", "--tp 1 x --cp 1 x --dp 3 does not divide the job's 4 ranks (--nproc)");
+  expect_error("train --nproc 4 --cp 2 --seq-len 30", "--seq-len 30 is not divisible by 2 x --cp 2");
+  expect_error("train --cp 0", "--cp must be >= 1, got 0");
+  expect_error("train --nproc 4 --cp 2 --tp 2 --sequence-parallel", "--sequence-parallel with --cp 2: not supported together yet");
+  expect_error("train --nproc 2 --cp 2 --model vl", "--cp 2: --model vl is not context-parallel yet");
   expect_error("train --nproc 4 --tp 2 --heads 3 --hidden 48",
                "--heads 3 is not divisible by --tp 2 (each tensor-parallel rank holds an equal share)");
   expect_error("train --nproc 2 --tp 2 --vocab 257", "--vocab 257 is not divisible by --tp 2");
@@ -160,7 +164,7 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --nproc 2 --tp 2 --sequence-parallel --seq-len 15", "--seq-len 15 is not divisible by --tp 2");
   expect_error("train --dp 0", "--dp must be >= 1, got 0");
   expect_error("train --nproc 4 --dp 2 --mhc --mtp-layers 1 --schedule 1f1b",
-               "--mhc with --mtp-layers and pp (--nproc / (--tp x --dp)) 2: a pipelined GPT with mHC cannot run multi-token");
+               "--mhc with --mtp-layers and pp (--nproc / (--tp x --cp x --dp)) 2: a pipelined GPT with mHC cannot run multi-token");
   expect_error("train --eval-interval 5 --eval-iters 0", "--eval-iters must be >= 1");
   const std::string text = fresh_dir("eval") + "/corpus.txt";
   std::ofstream(text) << "some text to train on, long enough for a sequence of thirty-two tokens and more\n";

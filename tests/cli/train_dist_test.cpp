@@ -78,12 +78,13 @@ TEST(TrainDist, TiedEmbeddingsWithAccumulationFollowTheUnsplitCurve) {
   expect_same_curve(train("--nproc 2 --schedule 1f1b" + vl, dir + "/vl_pp2.jsonl"), vl_ref);
 }
 
-// Data and tensor parallelism (--dp, --tp): replicas of a pipeline, each
-// reading its slice of the global batch, with stages split over tp ranks,
+// Data, tensor and context parallelism (--dp, --tp, --cp): replicas of a
+// pipeline, each reading its slice of the global batch, with stages split
+// over tp ranks (and --sequence-parallel) or sequences over cp ranks,
 // follow the curve of one process over dp x --mb micro-batches, with
 // gradient accumulation, tied embeddings and evaluation; checkpoints saved
-// under dp 2 x pp 2 and tp 2 x dp 2 x pp 2 (MPipe) resume under pp 4, dp 4
-// and tp 2 x pp 2.
+// under dp 2 x pp 2, tp 2 x dp 2 x pp 2 (MPipe) and cp 2 x pp 2 resume under
+// pp 4, dp 4, tp 2 x pp 2 and pp 2.
 TEST(TrainDist, MeshesFollowTheOneProcessCurveAndResumeUnderOtherMeshes) {
   const std::string dir = fresh_dir("dp");
   const std::string common = " --steps 5 --tie-embeddings --grad-accum 2 --eval-interval 5 --eval-iters 2";
@@ -128,6 +129,12 @@ TEST(TrainDist, MeshesFollowTheOneProcessCurveAndResumeUnderOtherMeshes) {
                     tail);
   expect_same_curve(train("--nproc 4 --dp 4 --schedule no-pipelining --vpp 1 --mb 2" + resume + "tp", dir + "/tp_dp4.jsonl"),
                     tail);
+  // Context parallel: each of a pair of ranks holds half of every sequence (with dp 2 the
+  // gradients are averaged over dp x cp); a checkpoint written under cp 2 resumes under pp 2.
+  expect_same_curve(train("--nproc 4 --cp 2 --dp 2 --schedule no-pipelining --vpp 1 --mb 4" + common, dir + "/cpdp.jsonl"), ref);
+  expect_same_curve(read_losses(dir + "/cpdp.jsonl", "grad_norm"), ref_norm);
+  expect_same_curve(train("--nproc 4 --cp 2 --schedule interleaved --vpp 2 --mb 8" + save + "cp", dir + "/cp.jsonl"), head);
+  expect_same_curve(train("--nproc 2 --schedule 1f1b --vpp 1 --mb 8" + resume + "cp", dir + "/cp_pp2.jsonl"), tail);
   const auto tp_ls = run_command(hyperpipe() + " checkpoint ls " + dir + "/cktp");
   EXPECT_NE(tp_ls.output.find("step 3, saved by 2 rank(s)"), std::string::npos) << tp_ls.output;
   const auto at = tp_ls.output.find("layers.0.attention.qkv.weight");

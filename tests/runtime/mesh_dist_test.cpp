@@ -15,12 +15,12 @@ namespace {
 
 struct Job {
   std::string schedule;
-  int pp, vpp, dp, tp;
+  int pp, vpp, dp, tp, cp;
   std::vector<std::string> cases;  // MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES
 };
 
 void PrintTo(const Job& j, std::ostream* os) {
-  *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp << " dp=" << j.dp << " tp=" << j.tp;
+  *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp << " dp=" << j.dp << " tp=" << j.tp << " cp=" << j.cp;
 }
 
 class Mesh : public ::testing::TestWithParam<Job> {};
@@ -28,10 +28,10 @@ class Mesh : public ::testing::TestWithParam<Job> {};
 TEST_P(Mesh, LossAndEveryGradientMatchOneProcessOverTheGlobalBatch) {
   const Job& j = GetParam();
   std::vector<std::string> args = {j.schedule, std::to_string(j.pp), std::to_string(j.vpp), std::to_string(j.dp),
-                                   std::to_string(j.tp)};
+                                   std::to_string(j.tp), std::to_string(j.cp)};
   args.insert(args.end(), j.cases.begin(), j.cases.end());
   int code = -1;
-  const std::string out = hp::testing::launch_workers("mesh_worker", j.pp * j.dp * j.tp, args, &code);
+  const std::string out = hp::testing::launch_workers("mesh_worker", j.pp * j.dp * j.tp * j.cp, args, &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   EXPECT_NE(out.find("OK "), std::string::npos) << out;
@@ -43,19 +43,25 @@ TEST_P(Mesh, LossAndEveryGradientMatchOneProcessOverTheGlobalBatch) {
 // accumulation.
 INSTANTIATE_TEST_SUITE_P(
     Meshes, Mesh,
-    ::testing::Values(Job{"1f1b", 2, 1, 2, 1, {"3:1:0:0:1:512", "1:0:1:0:2:512", "2:0:0:2:1:512", "4:0:0:0:1:1048576"}},
-                      Job{"interleaved", 2, 2, 2, 1, {"3:1:0:1:2:512", "2:0:1:0:1:2048"}},
-                      Job{"mpipe", 2, 1, 2, 1, {"3:1:0:0:2:512"}},
-                      Job{"gpipe", 1, 1, 3, 1, {"2:1:0:1:2:512"}},
-                      Job{"no-pipelining", 1, 1, 1, 2, {"2:1:0:0:1:512", "3:0:1:0:2:512", "2:1:1:0:2:512:1"}},
-                      Job{"1f1b", 2, 1, 1, 2, {"3:1:0:0:2:512", "1:0:1:0:1:512", "3:1:0:0:1:512:1"}},
-                      Job{"interleaved", 2, 2, 1, 2, {"3:1:1:0:1:512", "3:0:1:0:2:512:1"}},
-                      Job{"mpipe", 2, 1, 1, 2, {"3:1:0:0:1:512", "2:1:0:0:2:512:1"}},
-                      Job{"1f1b", 2, 1, 2, 2, {"2:1:0:0:2:512", "2:0:1:0:1:512:1"}}),
+    ::testing::Values(Job{"1f1b", 2, 1, 2, 1, 1, {"3:1:0:0:1:512", "1:0:1:0:2:512", "2:0:0:2:1:512", "4:0:0:0:1:1048576"}},
+                      Job{"interleaved", 2, 2, 2, 1, 1, {"3:1:0:1:2:512", "2:0:1:0:1:2048"}},
+                      Job{"mpipe", 2, 1, 2, 1, 1, {"3:1:0:0:2:512"}},
+                      Job{"gpipe", 1, 1, 3, 1, 1, {"2:1:0:1:2:512"}},
+                      Job{"no-pipelining", 1, 1, 1, 2, 1, {"2:1:0:0:1:512", "3:0:1:0:2:512", "2:1:1:0:2:512:1"}},
+                      Job{"1f1b", 2, 1, 1, 2, 1, {"3:1:0:0:2:512", "1:0:1:0:1:512", "3:1:0:0:1:512:1"}},
+                      Job{"interleaved", 2, 2, 1, 2, 1, {"3:1:1:0:1:512", "3:0:1:0:2:512:1"}},
+                      Job{"mpipe", 2, 1, 1, 2, 1, {"3:1:0:0:1:512", "2:1:0:0:2:512:1"}},
+                      Job{"1f1b", 2, 1, 2, 2, 1, {"2:1:0:0:2:512", "2:0:1:0:1:512:1"}},
+                      Job{"no-pipelining", 1, 1, 1, 1, 2, {"2:1:0:0:1:512", "3:0:1:0:2:512"}},
+                      Job{"1f1b", 2, 1, 1, 1, 2, {"3:1:0:0:2:512", "1:0:1:0:1:512"}},
+                      Job{"interleaved", 2, 2, 1, 1, 2, {"3:1:1:0:1:512"}},
+                      Job{"mpipe", 2, 1, 1, 1, 2, {"2:1:0:0:2:512"}},
+                      Job{"1f1b", 2, 1, 1, 2, 2, {"2:1:1:0:1:512"}},
+                      Job{"gpipe", 1, 1, 2, 1, 2, {"2:1:0:0:2:512"}}),
     [](const auto& info) {
       const auto& j = info.param;
       return j.schedule.substr(0, j.schedule.find('-')) + "_pp" + std::to_string(j.pp) + "_vpp" + std::to_string(j.vpp) +
-             "_dp" + std::to_string(j.dp) + "_tp" + std::to_string(j.tp);
+             "_dp" + std::to_string(j.dp) + "_tp" + std::to_string(j.tp) + "_cp" + std::to_string(j.cp);
     });
 
 }  // namespace

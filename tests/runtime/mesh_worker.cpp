@@ -1,13 +1,15 @@
 // One rank of the mesh equivalence tests (mesh_dist_test), started through
 // the local launcher on tp * dp * pp ranks laid out as comm/mesh.hpp says.
 //
-//   mesh_worker SCHEDULE PP VPP DP TP CASE...
+//   mesh_worker SCHEDULE PP VPP DP TP CP CASE...
 //   CASE = MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES[:SP]
 //
 // The GPT's attention heads, MLP width and vocabulary are split over the tp
 // group; each rank's shard of every gradient is compared with its shard of
 // the reference gradient. SP 1: sequence parallelism too (the activations
-// between stages are [rows, seq / tp, width]).
+// between stages are [rows, seq / tp, width]). With CP > 1 each sequence is
+// split over the cp group (model/context_parallel.hpp) and gradients are
+// averaged over dp x cp.
 // MB is the micro-batches of one replica. ACCUM steps (different global
 // batches of DP x MB micro-batches) run on one pipeline, all but the last
 // with sync_grads false; replica d reads micro-batches [d * MB, (d + 1) * MB)
@@ -51,8 +53,8 @@ std::vector<int> fields(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 7) {
-    std::cerr << "usage: mesh_worker SCHEDULE PP VPP DP TP MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES...\n";
+  if (argc < 8) {
+    std::cerr << "usage: mesh_worker SCHEDULE PP VPP DP TP CP MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES[:SP]...\n";
     return 2;
   }
   try {
@@ -61,9 +63,10 @@ int main(int argc, char** argv) {
     shape.pp = std::atoi(argv[2]);
     shape.dp = std::atoi(argv[4]);
     shape.tp = std::atoi(argv[5]);
+    shape.cp = std::atoi(argv[6]);
     const comm::Mesh mesh = comm::Mesh::create(world, shape);
     const int replica = mesh.coord().dp, stage_rank = mesh.coord().pp;
-    for (int i = 6; i < argc; ++i) {
+    for (int i = 7; i < argc; ++i) {
       const auto f = fields(argv[i]);
       runtime::PipelineOptions o;
       if (!schedule::kind_from_name(argv[1], &o.schedule.kind)) throw std::invalid_argument(argv[1]);
@@ -80,18 +83,20 @@ int main(int argc, char** argv) {
       m.mhc_init_gating_factor = 0.5;
       m.mtp_num_layers = f[3];
       m.tensor_parallel = {shape.tp, f[6] == 1, mesh.coord().tp, mesh.group(comm::MeshDim::TP)};
+      m.context_parallel = {shape.cp, mesh.coord().cp, mesh.group(comm::MeshDim::CP)};
       const int accum = f[4];
       runtime::Pipeline p(o, stage_rank, mesh.group(comm::MeshDim::PP), model::build_gpt_stages(g, o.schedule, stage_rank),
-                          mesh.group(comm::MeshDim::DP));
+                          mesh.data_parallel_with_context());
       std::map<std::string, at::Tensor> ref_grads;
       double worst = 0;
       std::string worst_name;
       for (int a = 0; a < accum; ++a) {
-        const auto global = testing::make_micro_tokens(shape.dp * f[0], 2, {6}, m.vocab_size, 100 * i + a);
+        const auto global = testing::make_micro_tokens(shape.dp * f[0], 2, {shape.cp > 1 ? 8 : 6}, m.vocab_size, 100 * i + a);
         const std::vector<at::Tensor> mine(global.begin() + replica * f[0], global.begin() + (replica + 1) * f[0]);
         const auto r = p.step(testing::rank_share(p, model::lm_micro_batches(mine)), a == accum - 1);
         model::TransformerConfig whole = m;
         whole.tensor_parallel = {};
+        whole.context_parallel = {};
         const auto ref = testing::reference_step(whole, global);
         if (const double e = std::abs(r.loss - ref.loss) / (1 + std::abs(ref.loss)); e > worst)
           worst = e, worst_name = "loss of step " + std::to_string(a);
@@ -116,7 +121,7 @@ int main(int argc, char** argv) {
       bool ok = worst < 1e-10;
       if (buckets > 1 && hooked == 0) ok = false, worst_name += "; no bucket was launched during a backward";
       std::cout << (ok ? "OK   " : "FAIL ") << argv[1] << " pp=" << shape.pp << " vpp=" << argv[3] << " dp=" << shape.dp
-                << " tp=" << shape.tp << " case " << argv[i] << " rank " << world.rank() << " (replica " << replica
+                << " tp=" << shape.tp << " cp=" << shape.cp << " case " << argv[i] << " rank " << world.rank() << " (replica " << replica
                 << ", stage rank " << stage_rank << ", tp rank " << mesh.coord().tp << ") buckets " << buckets << " launched in backward " << hooked << " max rel error "
                 << worst << " (" << worst_name << ")" << std::endl;
       if (!ok) return 1;
