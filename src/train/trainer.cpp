@@ -76,7 +76,6 @@ struct Place {
   std::optional<comm::Mesh> mesh;
   comm::ProcessGroup* world = nullptr;
   comm::ProcessGroup* pp = nullptr;
-  comm::ProcessGroup* dp = nullptr;
   comm::ProcessGroup* tp = nullptr;
   comm::ProcessGroup* average = nullptr;  // dp x cp
   int world_rank = 0;
@@ -108,7 +107,6 @@ Place place(comm::ProcessGroup* world, int pp, int dp, int tp, int cp) {
   shape.pp = pp;
   p.mesh = comm::Mesh::create(*world, shape);
   p.pp = p.mesh->group(comm::MeshDim::PP);
-  p.dp = p.mesh->group(comm::MeshDim::DP);
   p.tp = p.mesh->group(comm::MeshDim::TP);
   p.average = p.mesh->data_parallel_with_context();
   p.stage_rank = p.mesh->coord().pp;
