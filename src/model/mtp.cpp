@@ -59,7 +59,7 @@ MultiTokenPrediction::Losses MultiTokenPrediction::losses(const torch::Tensor& h
     if (config_.enable_mhc_connections) x = expand_streams(x, config_.mhc_num_residual_streams);
     for (auto& layer : d.layers) x = layer.forward(x);
     if (config_.enable_mhc_connections) x = d.contract(x);
-    const auto loss = lm_loss(head(x), target.narrow(1, k, len));
+    const auto loss = lm_loss(head(x), target.narrow(1, k, len), config_.tensor_parallel);
     out.per_depth.push_back(loss.item<double>());
     sum = sum.defined() ? sum + loss : loss;
     prev = x;

@@ -92,9 +92,9 @@ void TransformerConfig::validate() const {
     if (tensor_parallel.sequence_parallel && max_seq_len % tp != 0)
       fail("model.max_seq_len " + std::to_string(max_seq_len) + " is not divisible by model.tensor_parallel.size " +
            std::to_string(tp) + ", which model.tensor_parallel.sequence_parallel splits every sequence over");
-    if (mtp_num_layers > 0)
-      fail("model.mtp_num_layers with model.tensor_parallel.size " + std::to_string(tp) +
-           ": multi-token prediction is not tensor-parallel yet; use model.tensor_parallel.size 1");
+    if (mtp_num_layers > 0 && tensor_parallel.sequence_parallel)
+      fail("model.mtp_num_layers with model.tensor_parallel.sequence_parallel: multi-token prediction shifts the"
+           " sequence, which sequence parallelism splits; drop one");
   }
   if (hidden_size % num_attention_heads != 0) {
     fail("model.num_attention_heads " + std::to_string(num_attention_heads) + " must divide model.hidden_size " +

@@ -157,7 +157,9 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --nproc 4 --tp 2 --heads 3 --hidden 48",
                "--heads 3 is not divisible by --tp 2 (each tensor-parallel rank holds an equal share)");
   expect_error("train --nproc 2 --tp 2 --vocab 257", "--vocab 257 is not divisible by --tp 2");
-  expect_error("train --nproc 2 --tp 2 --mtp-layers 1", "--mtp-layers with --tp 2: multi-token prediction is not tensor-parallel yet");
+  expect_error("train --nproc 2 --tp 2 --sequence-parallel --mtp-layers 1",
+               "--mtp-layers with --sequence-parallel: multi-token prediction shifts the sequence");
+  expect_error("train --nproc 2 --cp 2 --mtp-layers 1", "--mtp-layers with --cp 2: multi-token prediction is not context-parallel yet");
   expect_error("train --nproc 2 --tp 2 --model hybrid", "--tp 2: --model hybrid is not tensor-parallel yet");
   expect_error("train --tp 0", "--tp must be >= 1, got 0");
   expect_error("train --sequence-parallel", "--sequence-parallel needs --tp > 1");

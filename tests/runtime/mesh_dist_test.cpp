@@ -39,16 +39,16 @@ TEST_P(Mesh, LossAndEveryGradientMatchOneProcessOverTheGlobalBatch) {
 
 // Buckets of 512 bytes cut every stage into several; 1 MiB keeps each whole.
 // MB 1 and 3 (below PP, not divisible by it), tied embeddings, mHC and MTP
-// (whose auxiliary loss is weighted per replica; not under tp) on and off,
-// accumulation.
+// (whose auxiliary loss is weighted per replica; under tp without sequence
+// parallelism, not under cp) on and off, accumulation.
 INSTANTIATE_TEST_SUITE_P(
     Meshes, Mesh,
     ::testing::Values(Job{"1f1b", 2, 1, 2, 1, 1, {"3:1:0:0:1:512", "1:0:1:0:2:512", "2:0:0:2:1:512", "4:0:0:0:1:1048576"}},
                       Job{"interleaved", 2, 2, 2, 1, 1, {"3:1:0:1:2:512", "2:0:1:0:1:2048"}},
                       Job{"mpipe", 2, 1, 2, 1, 1, {"3:1:0:0:2:512"}},
                       Job{"gpipe", 1, 1, 3, 1, 1, {"2:1:0:1:2:512"}},
-                      Job{"no-pipelining", 1, 1, 1, 2, 1, {"2:1:0:0:1:512", "3:0:1:0:2:512", "2:1:1:0:2:512:1"}},
-                      Job{"1f1b", 2, 1, 1, 2, 1, {"3:1:0:0:2:512", "1:0:1:0:1:512", "3:1:0:0:1:512:1"}},
+                      Job{"no-pipelining", 1, 1, 1, 2, 1, {"2:1:0:0:1:512", "3:0:1:0:2:512", "2:1:1:0:2:512:1", "2:0:1:2:1:512"}},
+                      Job{"1f1b", 2, 1, 1, 2, 1, {"3:1:0:0:2:512", "1:0:1:0:1:512", "3:1:0:0:1:512:1", "3:1:0:1:2:512"}},
                       Job{"interleaved", 2, 2, 1, 2, 1, {"3:1:1:0:1:512", "3:0:1:0:2:512:1"}},
                       Job{"mpipe", 2, 1, 1, 2, 1, {"3:1:0:0:1:512", "2:1:0:0:2:512:1"}},
                       Job{"1f1b", 2, 1, 2, 2, 1, {"2:1:0:0:2:512", "2:0:1:0:1:512:1"}},
