@@ -64,10 +64,10 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
   std::vector<int> counts;
   if (!a.layers_per_stage.empty()) counts = parse_counts(a.layers_per_stage);
   if (a.model_name != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
-  if (a.model_name != "gpt" && m.tensor_parallel.size > 1)
-    throw std::invalid_argument("--tp " + std::to_string(m.tensor_parallel.size) + ": --model " + a.model_name +
-                                " is not tensor-parallel yet (its Mamba, MoE and vision layers are whole on each"
-                                " rank); --tp works with --model gpt");
+  if (a.model_name == "vl" && m.tensor_parallel.size > 1)
+    throw std::invalid_argument("--tp " + std::to_string(m.tensor_parallel.size) +
+                                ": --model vl is not tensor-parallel yet (its vision tower is whole on each rank); --tp"
+                                " works with --model gpt and hybrid");
   if (a.model_name != "gpt" && m.context_parallel.size > 1)
     throw std::invalid_argument("--cp " + std::to_string(m.context_parallel.size) + ": --model " + a.model_name +
                                 " is not context-parallel yet; --cp works with --model gpt");

@@ -10,6 +10,7 @@
 #include "model/layers.hpp"
 #include "model/loss_injection.hpp"
 #include "model/mtp.hpp"
+#include "model/tensor_parallel.hpp"
 
 namespace hp::model {
 namespace {
@@ -29,6 +30,16 @@ void HybridConfig::validate() const {
   if (base.mtp_num_layers > 0)
     throw std::invalid_argument("model.mtp_num_layers: a Hybrid model's MTP depths are the / parts of "
                                 "model.hybrid_pattern (e.g. M*-E/*-/*- for two)");
+  const int tp = base.tensor_parallel.size;
+  if (tp > 1 && (static_cast<int64_t>(mamba.expand) * base.hidden_size) % tp != 0)
+    throw std::invalid_argument("model.tensor_parallel.size " + std::to_string(tp) + " must divide the Mamba mixer's " +
+                                std::to_string(mamba.expand * base.hidden_size) + " channels (expand x model.hidden_size)");
+  if (base.tensor_parallel.sequence_parallel)
+    throw std::invalid_argument("model.tensor_parallel.sequence_parallel: a Hybrid model's Mamba mixers scan the whole "
+                                "sequence; use tensor parallelism without it");
+  if (base.context_parallel.size > 1)
+    throw std::invalid_argument("model.context_parallel.size " + std::to_string(base.context_parallel.size) +
+                                ": a Hybrid model's Mamba mixers scan the whole sequence; context parallelism is for the GPT");
   if (moe.num_experts < 1 || moe.top_k < 1 || moe.top_k > moe.num_experts)
     throw std::invalid_argument("model.moe_top_k must be in 1..model.moe_num_experts (" +
                                 std::to_string(moe.num_experts) + "), got " + std::to_string(moe.top_k));
@@ -107,7 +118,8 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
   const bool mtp = last_ && pattern.mtp_depth > 0;
   if (first_ || mtp) {
     auto embedding = register_module("embedding", std::make_shared<torch::nn::Module>("embedding"));
-    word_ = embedding->register_module("word", std::make_shared<Embedding>(c.vocab_size, c.hidden_size, dtype));
+    word_ = embedding->register_module(
+        "word", std::make_shared<VocabParallelEmbedding>(c.vocab_size, c.hidden_size, dtype, c.tensor_parallel));
     if (first_)
       position_ = embedding->register_module("position", std::make_shared<Embedding>(c.max_seq_len, c.hidden_size, dtype));
   }
@@ -120,7 +132,8 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
   if (last_) {
     if (c.enable_mhc_connections) contraction_ = register_module("final_contraction", std::make_shared<LearnedContraction>(c));
     final_norm_ = register_module("final_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layernorm_eps, dtype));
-    lm_head_ = register_module("lm_head", std::make_shared<Linear>(c.hidden_size, c.vocab_size, false, dtype));
+    lm_head_ = register_module("lm_head", std::make_shared<ColumnParallelLinear>(c.hidden_size, c.vocab_size, false,
+                                                                                 dtype, c.tensor_parallel));
   }
   if (mtp) {
     auto make_layers = [&config, &pattern](int) {
@@ -138,9 +151,9 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
     mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(c, pattern.mtp_depth, config.mtp_loss_scaling,
                                                                          make_layers, make_contraction));
   }
-  at::NoGradGuard no_grad;
-  for (auto& item : named_parameters(/*recurse=*/true))
-    item.value().copy_(hybrid_initial_value(item.key(), item.value().sizes(), c));
+  initialize_parameters(*this, c.tensor_parallel, [&c](const std::string& name, at::IntArrayRef shape) {
+    return hybrid_initial_value(name, shape, c);
+  });
 }
 
 torch::Tensor HybridChunk::forward(const torch::Tensor& input, const torch::Tensor& target) {

@@ -34,7 +34,9 @@
 
 namespace hp::model {
 
+class ColumnParallelLinear;
 class Embedding;
+class VocabParallelEmbedding;
 class HyperConnection;
 class MultiTokenPrediction;
 class LayerNorm;
@@ -98,11 +100,12 @@ class HybridChunk : public torch::nn::Module {
  private:
   HybridConfig config_;
   bool first_, last_;
-  std::shared_ptr<Embedding> word_, position_;
+  std::shared_ptr<VocabParallelEmbedding> word_;
+  std::shared_ptr<Embedding> position_;
   std::vector<std::shared_ptr<HybridLayer>> layers_;
   std::shared_ptr<LearnedContraction> contraction_;
   std::shared_ptr<LayerNorm> final_norm_;
-  std::shared_ptr<Linear> lm_head_;
+  std::shared_ptr<ColumnParallelLinear> lm_head_;
   std::shared_ptr<MultiTokenPrediction> mtp_;
 };
 

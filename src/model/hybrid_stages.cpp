@@ -6,6 +6,7 @@
 
 #include "model/gpt_stages.hpp"
 #include "model/lm_loss.hpp"
+#include "model/tensor_parallel.hpp"
 #include "model/mtp.hpp"
 #include "runtime/module_stage.hpp"
 
@@ -45,12 +46,16 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
     runtime::PipelineStage st;
     st.index = s;
     st.parameters = runtime::parameters_of(*chunk);
+    const auto shards = tensor_parallel_shards(*chunk);
+    m.tensor_parallel.insert(shards.begin(), shards.end());
     st.forward = [chunk](const at::Tensor& x, const runtime::MicroBatch& micro) {
       return chunk->forward(x, micro.target);
     };
     m.stages.push_back(std::move(st));
   }
-  m.loss = [](const at::Tensor& logits, const at::Tensor& labels) { return lm_loss(logits, labels); };
+  m.loss = [tp = config.base.tensor_parallel](const at::Tensor& logits, const at::Tensor& labels) {
+    return lm_loss(logits, labels, tp);
+  };
   // MTP: the final stage's copy of the word embedding is stage 0's.
   if (pattern.mtp_depth > 0 && stages > 1) m.tied_parameters = {"embedding.word.weight"};
   if (pattern.mtp_depth > 0) add_mtp_metrics(m, pattern.mtp_depth, mtp);

@@ -18,21 +18,28 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 MambaMixer::MambaMixer(const TransformerConfig& config, const MambaOptions& o)
-    : inner_(static_cast<int64_t>(o.expand) * config.hidden_size),
+    : tp_(config.tensor_parallel),
+      inner_(static_cast<int64_t>(o.expand) * config.hidden_size / config.tensor_parallel.size),
       state_(o.state_size),
       rank_((config.hidden_size + 15) / 16),
       kernel_(o.conv_kernel) {
   const auto dtype = to_scalar_type(config.dtype);
   const auto opts = at::TensorOptions().dtype(dtype);
-  in_proj_ = register_module("in_proj", std::make_shared<Linear>(config.hidden_size, 2 * inner_, false, dtype));
+  const int64_t inner = inner_ * tp_.size, hidden = config.hidden_size;
+  in_proj_ = register_module("in_proj", std::make_shared<ColumnParallelLinear>(hidden, 2 * inner, false, dtype, tp_, 2));
   auto conv = register_module("conv1d", std::make_shared<torch::nn::Module>("conv1d"));
   conv_weight = conv->register_parameter("weight", at::zeros({inner_, kernel_}, opts));
   conv_bias = conv->register_parameter("bias", at::zeros({inner_}, opts));
-  x_proj_ = register_module("x_proj", std::make_shared<Linear>(inner_, rank_ + 2 * state_, false, dtype));
-  dt_proj_ = register_module("dt_proj", std::make_shared<Linear>(rank_, inner_, true, dtype));
+  x_proj_ = register_module("x_proj", std::make_shared<RowParallelLinear>(inner, rank_ + 2 * state_, false, dtype, tp_));
+  dt_proj_ = register_module("dt_proj", std::make_shared<ColumnParallelLinear>(rank_, inner, true, dtype, tp_));
   A_log = register_parameter("A_log", at::zeros({inner_, state_}, opts));
   D = register_parameter("D", at::ones({inner_}, opts));
-  out_proj_ = register_module("out_proj", std::make_shared<Linear>(inner_, config.hidden_size, false, dtype));
+  out_proj_ = register_module("out_proj", std::make_shared<RowParallelLinear>(inner, hidden, false, dtype, tp_));
+}
+
+runtime::TensorShards MambaMixer::own_shards() const {
+  if (tp_.size == 1) return {};
+  return {{"conv1d.weight", {0, 1}}, {"conv1d.bias", {0, 1}}, {"A_log", {0, 1}}, {"D", {0, 1}}};
 }
 
 torch::Tensor MambaMixer::forward(const torch::Tensor& u) {
@@ -44,9 +51,13 @@ torch::Tensor MambaMixer::forward(const torch::Tensor& u) {
           .narrow(-1, 0, seq)
           .transpose(1, 2);
   x = at::silu(x);
+  // x_proj sums over the channels of every rank; each rank's B and C then
+  // feed its own channels, so their gradients are summed back (dt_proj's
+  // input does that itself).
   const auto dbc = x_proj_->forward(x);
   const auto dt = at::softplus(dt_proj_->forward(dbc.narrow(-1, 0, rank_)));
-  const auto B = dbc.narrow(-1, rank_, state_), C = dbc.narrow(-1, rank_ + state_, state_);
+  const auto B = copy_to_tensor_parallel(dbc.narrow(-1, rank_, state_), tp_);
+  const auto C = copy_to_tensor_parallel(dbc.narrow(-1, rank_ + state_, state_), tp_);
   const auto y = selective_scan(x, dt, -at::exp(A_log), B, C, D);
   return out_proj_->forward(y * at::silu(z));
 }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "model/tensor_parallel.hpp"
 #include "model/transformer_config.hpp"
 
 namespace hp::model {
@@ -33,16 +34,23 @@ struct MambaOptions {
   int expand = 2;       // E = expand * C
 };
 
-class MambaMixer : public torch::nn::Module {
+// Under tensor parallelism (config.tensor_parallel) each rank holds inner /
+// tp of the channels: in_proj (x and z parts each split) and dt_proj are
+// column-parallel, x_proj and out_proj row-parallel, and the convolution,
+// A_log and D split by channel (Megatron's Mamba mixer split).
+class MambaMixer : public torch::nn::Module, public TensorParallelModule {
  public:
   MambaMixer(const TransformerConfig& config, const MambaOptions& options);
   torch::Tensor forward(const torch::Tensor& u);
+  runtime::TensorShards own_shards() const override;
 
   torch::Tensor conv_weight, conv_bias, A_log, D;
 
  private:
-  int64_t inner_, state_, rank_, kernel_;
-  std::shared_ptr<Linear> in_proj_, x_proj_, dt_proj_, out_proj_;
+  TensorParallel tp_;
+  int64_t inner_, state_, rank_, kernel_;  // inner_: this rank's channels
+  std::shared_ptr<ColumnParallelLinear> in_proj_, dt_proj_;
+  std::shared_ptr<RowParallelLinear> x_proj_, out_proj_;
 };
 
 // The selective scan alone: x, dt [b, s, E], A [E, N], B, C [b, s, N], D [E]

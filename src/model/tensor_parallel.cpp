@@ -173,20 +173,31 @@ torch::Tensor VocabParallelEmbedding::forward(const torch::Tensor& ids) {
   return leave_tensor_parallel(out, tp_);
 }
 
+runtime::TensorShards ColumnParallelLinear::own_shards() const {
+  if (tp_.size == 1) return {};
+  runtime::TensorShards out{{"weight", {0, parts_}}};
+  if (bias.defined()) out["bias"] = {0, parts_};
+  return out;
+}
+
+runtime::TensorShards RowParallelLinear::own_shards() const {
+  if (tp_.size == 1) return {};
+  return {{"weight", {1, 1}}};
+}
+
+runtime::TensorShards VocabParallelEmbedding::own_shards() const {
+  if (tp_.size == 1) return {};
+  return {{"weight", {0, 1}}};
+}
+
 runtime::TensorShards tensor_parallel_shards(const torch::nn::Module& root) {
   runtime::TensorShards out;
-  for (const auto& item : root.named_modules("", /*include_self=*/false)) {
-    const std::string prefix = item.key() + ".";
-    const torch::nn::Module* m = item.value().get();
-    if (const auto* c = dynamic_cast<const ColumnParallelLinear*>(m); c && c->tp_size() > 1) {
-      out[prefix + "weight"] = c->shard();
-      if (c->bias.defined()) out[prefix + "bias"] = c->shard();
-    } else if (const auto* r = dynamic_cast<const RowParallelLinear*>(m); r && r->tp_size() > 1) {
-      out[prefix + "weight"] = r->shard();
-    } else if (const auto* e = dynamic_cast<const VocabParallelEmbedding*>(m); e && e->tp_size() > 1) {
-      out[prefix + "weight"] = e->shard();
-    }
-  }
+  auto add = [&out](const std::string& prefix, const torch::nn::Module& module) {
+    if (const auto* m = dynamic_cast<const TensorParallelModule*>(&module))
+      for (const auto& [name, shard] : m->own_shards()) out[prefix + name] = shard;
+  };
+  add("", root);  // (root may be under construction: not yet in a shared_ptr)
+  for (const auto& item : root.named_modules("", /*include_self=*/false)) add(item.key() + ".", *item.value());
   return out;
 }
 

@@ -57,17 +57,25 @@ void sum_sequence_parallel_grads(const std::map<std::string, at::Tensor>& params
 // over the gathered logits, computed without gathering them.
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& target, const TensorParallel& tp);
 
+// A module some of whose own parameters (not its children's) are split over
+// the tensor-parallel group: it says how, by their names within it, and
+// nothing at size 1. tensor_parallel_shards() collects these.
+class TensorParallelModule {
+ public:
+  virtual ~TensorParallelModule() = default;
+  virtual runtime::TensorShards own_shards() const = 0;
+};
+
 // y = x A^T + b with A's rows (the output features) split over the group:
 // this rank computes its share of y's last dimension. `parts` > 1 for a fused
 // projection ([q; k; v]: 3) whose parts are each split, so the shard is
 // [q_r; k_r; v_r]. weight [parts * (out / parts) / size, in].
-class ColumnParallelLinear : public torch::nn::Module {
+class ColumnParallelLinear : public torch::nn::Module, public TensorParallelModule {
  public:
   ColumnParallelLinear(int64_t in, int64_t out, bool with_bias, c10::ScalarType dtype, const TensorParallel& tp,
                        int parts = 1);
   torch::Tensor forward(const torch::Tensor& x);
-  runtime::TensorShard shard() const { return {0, parts_}; }  // weight's and bias's
-  int tp_size() const { return tp_.size; }
+  runtime::TensorShards own_shards() const override;
 
   torch::Tensor weight;
   torch::Tensor bias;
@@ -81,12 +89,11 @@ class ColumnParallelLinear : public torch::nn::Module {
 // rank's share of the last dimension (a column-parallel output); the partial
 // products are summed over the group, then the (whole) bias added.
 // weight [out, in / size], bias [out].
-class RowParallelLinear : public torch::nn::Module {
+class RowParallelLinear : public torch::nn::Module, public TensorParallelModule {
  public:
   RowParallelLinear(int64_t in, int64_t out, bool with_bias, c10::ScalarType dtype, const TensorParallel& tp);
   torch::Tensor forward(const torch::Tensor& x);
-  runtime::TensorShard shard() const { return {1, 1}; }  // weight's; the bias is whole
-  int tp_size() const { return tp_.size; }
+  runtime::TensorShards own_shards() const override;  // the weight's; the bias is whole
 
   torch::Tensor weight;
   torch::Tensor bias;
@@ -99,12 +106,11 @@ class RowParallelLinear : public torch::nn::Module {
 // outside this rank's rows look up zeros and the group sums the rows (under
 // sequence parallelism into this rank's share of the sequence).
 // weight [num / size, dim].
-class VocabParallelEmbedding : public torch::nn::Module {
+class VocabParallelEmbedding : public torch::nn::Module, public TensorParallelModule {
  public:
   VocabParallelEmbedding(int64_t num, int64_t dim, c10::ScalarType dtype, const TensorParallel& tp);
   torch::Tensor forward(const torch::Tensor& ids);
-  runtime::TensorShard shard() const { return {0, 1}; }
-  int tp_size() const { return tp_.size; }
+  runtime::TensorShards own_shards() const override;
 
   torch::Tensor weight;
 
@@ -112,8 +118,8 @@ class VocabParallelEmbedding : public torch::nn::Module {
   TensorParallel tp_;
 };
 
-// Every split parameter of `root`'s tensor-parallel layers, by its name
-// under root (as root.named_parameters() names it); empty at size 1.
+// Every split parameter of `root`'s modules (TensorParallelModule), by its
+// name under root (as root.named_parameters() names it); empty at size 1.
 runtime::TensorShards tensor_parallel_shards(const torch::nn::Module& root);
 
 // Sets every parameter of `root` to init(name, whole shape), or this rank's

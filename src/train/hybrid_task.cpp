@@ -23,8 +23,10 @@ void HybridTask::validate(const schedule::ScheduleOptions& layout) const {
 }
 
 runtime::RankModel HybridTask::build(const schedule::ScheduleOptions& layout, int rank,
-                                     const model::ModelParallel&) const {
-  return model::build_hybrid_stages(stages(), layout, rank);
+                                     const model::ModelParallel& parallel) const {
+  model::HybridStagesOptions s = stages();
+  s.config.base.tensor_parallel = parallel.tensor;
+  return model::build_hybrid_stages(s, layout, rank);
 }
 
 std::vector<runtime::MicroBatch> HybridTask::batch(std::int64_t index, int micro_batches,

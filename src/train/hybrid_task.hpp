@@ -22,6 +22,7 @@ class HybridTask : public Task {
   void validate(const schedule::ScheduleOptions& layout) const override;
   runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank,
                            const model::ModelParallel& parallel) const override;
+  int tensor_parallel() const override { return options_.model.base.tensor_parallel.size; }
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets) const override;
   std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,

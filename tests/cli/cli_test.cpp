@@ -160,7 +160,9 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --nproc 2 --tp 2 --sequence-parallel --mtp-layers 1",
                "--mtp-layers with --sequence-parallel: multi-token prediction shifts the sequence");
   expect_error("train --nproc 2 --cp 2 --mtp-layers 1", "--mtp-layers with --cp 2: multi-token prediction is not context-parallel yet");
-  expect_error("train --nproc 2 --tp 2 --model hybrid", "--tp 2: --model hybrid is not tensor-parallel yet");
+  expect_error("train --nproc 2 --tp 2 --model vl", "--tp 2: --model vl is not tensor-parallel yet");
+  expect_error("train --nproc 2 --tp 2 --sequence-parallel --model hybrid",
+               "--sequence-parallel: a Hybrid model's Mamba mixers scan the whole sequence");
   expect_error("train --tp 0", "--tp must be >= 1, got 0");
   expect_error("train --sequence-parallel", "--sequence-parallel needs --tp > 1");
   expect_error("train --nproc 2 --tp 2 --sequence-parallel --seq-len 15", "--seq-len 15 is not divisible by --tp 2");

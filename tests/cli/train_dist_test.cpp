@@ -192,8 +192,9 @@ TEST(TrainDist, AnMhcModelTrainsPipelinedAndResumesUnderAnotherLayout) {
   EXPECT_NE(r.output.find("mhc-streams"), std::string::npos) << r.output;
 }
 
-// The spec's functional recipes without tensor parallelism: trained through
-// `hyperpipe train`, saved, resumed in one process on the same loss curve.
+// The spec's functional recipes (hybrid_mhc_tp2_pp2_mtp on 4 ranks as tp 2 x
+// pp 2): trained through `hyperpipe train`, saved, resumed in one process on
+// the same loss curve.
 TEST(TrainDist, HybridMhcRecipesTrainSaveAndResumeUnderAnotherLayout) {
   const std::string dir = fresh_dir("hybrid");
   const std::string hybrid = " --model hybrid --mhc --mhc-streams 2 --moe-experts 3";
@@ -201,6 +202,7 @@ TEST(TrainDist, HybridMhcRecipesTrainSaveAndResumeUnderAnotherLayout) {
     std::string name, pipelined;
   };
   for (const Recipe& r : {Recipe{"hybrid_mhc_pp2_mtp", "--nproc 2 --schedule 1f1b --hybrid-pattern 'M*E|-M*/*-'"},
+                          Recipe{"hybrid_mhc_tp2_pp2_mtp", "--nproc 4 --tp 2 --schedule 1f1b --hybrid-pattern 'M*E|-M*/*-'"},
                           Recipe{"hybrid_mhc_pp2_vpp2_empty_mtp",
                                  "--nproc 2 --schedule interleaved --vpp 2 --pseudo-deallocate --hybrid-pattern 'M*||E-|M*/-/-'"}}) {
     SCOPED_TRACE(r.name);

@@ -1,6 +1,6 @@
 // The Hybrid model pipelined (real processes) against its single-process step:
-// the spec's functional layouts without tensor parallelism, with and without
-// mHC, empty virtual stages, pseudo-deallocation, MB < PP.
+// the spec's functional layouts, with and without tensor parallelism, mHC,
+// empty virtual stages, pseudo-deallocation, MB < PP.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,25 +12,25 @@ namespace {
 
 struct Job {
   std::string schedule;
-  int pp, vpp;
+  int pp, vpp, tp;
   std::vector<std::string> cases;  // PATTERN:MHC:DEALLOC:MB
 };
 
-void PrintTo(const Job& j, std::ostream* os) { *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp; }
+void PrintTo(const Job& j, std::ostream* os) { *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp << " tp=" << j.tp; }
 
 class HybridEquivalence : public ::testing::TestWithParam<Job> {};
 
 TEST_P(HybridEquivalence, LossAndEveryGradientMatchTheSingleProcessStep) {
   const Job& j = GetParam();
-  std::vector<std::string> args = {j.schedule, std::to_string(j.vpp)};
+  std::vector<std::string> args = {j.schedule, std::to_string(j.vpp), std::to_string(j.tp)};
   args.insert(args.end(), j.cases.begin(), j.cases.end());
   int code = -1;
-  const std::string out = hp::testing::launch_workers("hybrid_worker", j.pp, args, &code);
+  const std::string out = hp::testing::launch_workers("hybrid_worker", j.pp * j.tp, args, &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
   size_t ok = 0;
   for (size_t at = out.find("OK   "); at != std::string::npos; at = out.find("OK   ", at + 1)) ++ok;
-  EXPECT_EQ(ok, j.cases.size() * j.pp) << out;
+  EXPECT_EQ(ok, j.cases.size() * j.pp * j.tp) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -39,11 +39,18 @@ INSTANTIATE_TEST_SUITE_P(
         // hybrid_mhc_pp2(_mtp): two explicit segments, with two MTP depths
         // (the final stage's embedding copy tied to stage 0's); without mHC;
         // an even split.
-        Job{"1f1b", 2, 1, {"M*E|-M:1:0:3", "M*E|-M/*-/*-:1:0:3", "M*E|-M/E:0:1:4", "ME*-:1:1:2"}},
+        Job{"1f1b", 2, 1, 1, {"M*E|-M:1:0:3", "M*E|-M/*-/*-:1:0:3", "M*E|-M/E:0:1:4", "ME*-:1:1:2"}},
         // hybrid_mhc_pp2_vpp2_empty(_mtp): four segments, one empty, the edge
         // from the last rank to the first rank's next chunk carrying the streams.
-        Job{"interleaved", 2, 2, {"M*|E|-|M:1:1:4", "M*||E-|M/-*:1:1:3", "M*||E-|M:0:0:2"}}),
-    [](const auto& info) { return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_v" +
-                                  std::to_string(info.param.vpp); });
+        Job{"interleaved", 2, 2, 1, {"M*|E|-|M:1:1:4", "M*||E-|M/-*:1:1:3", "M*||E-|M:0:0:2"}},
+        // hybrid_mhc_tp2_pp2_mtp: the Mamba mixers (channels), attention
+        // (heads), MLPs and MoE experts (inner width), the embedding and the
+        // heads of the model and of MTP (vocabulary) split over 2 ranks.
+        Job{"1f1b", 2, 1, 2, {"M*E|-M*/*-:1:0:3", "M*E|-M/E:0:1:4"}},
+        Job{"no-pipelining", 1, 1, 2, {"ME*-/*-:1:0:2"}}),
+    [](const auto& info) {
+      return info.param.schedule.substr(0, info.param.schedule.find('-')) + "_pp" + std::to_string(info.param.pp) +
+             "_v" + std::to_string(info.param.vpp) + "_tp" + std::to_string(info.param.tp);
+    });
 
 }  // namespace

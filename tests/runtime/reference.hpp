@@ -83,4 +83,10 @@ inline double max_rel_error(const at::Tensor& a, const at::Tensor& b) {
   return ((a - b).abs() / (b.abs() + 1)).max().item<double>();
 }
 
+// Largest |a - b| relative to the largest |b|, for tensors far below 1
+// (down to 1e-6, below which double rounding of O(1) terms shows).
+inline double max_scaled_error(const at::Tensor& a, const at::Tensor& b) {
+  return (a - b).abs().max().item<double>() / (b.abs().max().item<double>() + 1e-6);
+}
+
 }  // namespace hp::testing
