@@ -203,6 +203,8 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--model", a->model_name, "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images; hybrid: Mamba, attention, MLP and MoE layers from --hybrid-pattern")->capture_default_str();
   cmd->add_option("--hybrid-pattern", hy.pattern, "hybrid: M Mamba, * attention, - MLP, E mixture of experts, | pipeline segment (one per stage)")->capture_default_str();
   cmd->add_option("--moe-experts", hy.moe.num_experts, "hybrid: experts per E layer")->capture_default_str();
+  cmd->add_flag("--overlap-moe-expert-parallel-comm", hy.moe.overlap_expert_parallel_comm,
+                "hybrid: Megatron's expert all-to-all overlap; refused (no expert parallelism; rejected with mHC PP)");
   cmd->add_option("--moe-top-k", hy.moe.top_k, "hybrid: experts per token")->capture_default_str();
   cmd->add_option("--moe-aux-loss-coeff", hy.moe.aux_loss_coeff, "hybrid: weight of the load-balancing loss")->capture_default_str();
   cmd->add_option("--mamba-state", hy.mamba.state_size, "hybrid: state size N of the Mamba mixers")->capture_default_str();

@@ -21,6 +21,16 @@ void check_hybrid_layout(const HybridStagesOptions& o, const schedule::ScheduleO
         "model.hybrid_pattern: the final stage's segment is empty, which makes it a standalone MTP stage; with mHC "
         "the MTP block needs the multi-stream decoder result and its contraction on the final post_process chunk, "
         "so give the last segment a decoder layer");
+  if (o.config.moe.overlap_expert_parallel_comm) {
+    if (o.config.base.enable_mhc_connections && layout.pp > 1)
+      throw std::invalid_argument("model.overlap_moe_expert_parallel_comm with model.enable_mhc_connections and schedule.pp " +
+                                  std::to_string(layout.pp) +
+                                  ": overlapping the expert all-to-all is not supported with mHC pipeline parallelism "
+                                  "(as Megatron-LM rejects it); drop model.overlap_moe_expert_parallel_comm");
+    throw std::invalid_argument("model.overlap_moe_expert_parallel_comm overlaps the all-to-all of expert parallelism, "
+                                "which hyperpipe does not have (its experts are split by model.tensor_parallel.size); "
+                                "drop model.overlap_moe_expert_parallel_comm");
+  }
   if (layout.transposed_layers() > 0)
     throw std::invalid_argument("schedule.mpipe.transpose_layers " + std::to_string(layout.mpipe.transpose_layers) +
                                 ": MPipe transposes a GPT's or a VL tower's first layers; a Hybrid model takes "

@@ -29,6 +29,12 @@ struct MoEOptions {
   int top_k = 2;
   double aux_loss_coeff = 1e-2;
   double aux_loss_scale = 1.0;  // set by the model builder: 1 / micro-batches
+  // Megatron's overlap_moe_expert_parallel_comm (--overlap-moe-expert-parallel-comm):
+  // overlapping the experts' all-to-all with other micro-batches' compute.
+  // It needs expert parallelism, which hyperpipe does not have, and is
+  // rejected with mHC pipeline parallelism as the spec says
+  // (check_hybrid_layout); accepted only to say so in one line.
+  bool overlap_expert_parallel_comm = false;
 };
 
 class MixtureOfExperts : public torch::nn::Module {

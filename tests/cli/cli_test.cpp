@@ -136,6 +136,11 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --model hybrid --mhc --nproc 2 --schedule interleaved --hybrid-pattern 'M*|E|-|/-'",
                "standalone MTP stage");
   expect_error("train --mhc --mhc-streams 0", "--mhc-streams must be >= 1");
+  expect_error("train --model hybrid --mhc --nproc 2 --schedule 1f1b --hybrid-pattern 'M*E|-M' --overlap-moe-expert-parallel-comm",
+               "--overlap-moe-expert-parallel-comm with --mhc and --nproc 2: overlapping the expert all-to-all is not "
+               "supported with mHC pipeline parallelism");
+  expect_error("train --model hybrid --nproc 1 --schedule no-pipelining --hybrid-pattern 'M*E-' --overlap-moe-expert-parallel-comm",
+               "--overlap-moe-expert-parallel-comm overlaps the all-to-all of expert parallelism, which hyperpipe does not have");
   // Sizes and numbers that used to run silently or fail late.
   expect_error("train --nproc 0", "--nproc must be a number of local ranks in 1..1024, got 0");
   expect_error("train --nproc -2", "--nproc must be a number of local ranks in 1..1024, got -2");

@@ -202,5 +202,22 @@ TEST(HybridStages, AStandaloneMhcMtpStageIsRejectedAndOtherLayoutsPass) {
   expect_invalid([&] { check_hybrid_layout(o, s); }, {"a Hybrid model takes schedule.mpipe.transpose_layers 0"});
 }
 
+TEST(HybridStages, OverlappedExpertCommunicationIsRejectedWithMhcPipelineParallelism) {
+  schedule::ScheduleOptions s;
+  s.kind = schedule::ScheduleKind::OneFOneB;
+  s.pp = 2;
+  s.micro_batches = 4;
+  HybridStagesOptions o;
+  o.config = config("M*E|-M", true);
+  EXPECT_NO_THROW(check_hybrid_layout(o, s));
+  o.config.moe.overlap_expert_parallel_comm = true;
+  expect_invalid([&] { check_hybrid_layout(o, s); },
+                 {"model.overlap_moe_expert_parallel_comm with model.enable_mhc_connections and schedule.pp 2",
+                  "not supported with mHC pipeline parallelism"});
+  // Without mHC pipeline parallelism it is still refused: there is no expert parallelism to overlap.
+  o.config.base.enable_mhc_connections = false;
+  expect_invalid([&] { check_hybrid_layout(o, s); }, {"expert parallelism, which hyperpipe does not have"});
+}
+
 }  // namespace
 }  // namespace hp::model
