@@ -245,6 +245,8 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--weight-decay", t.adam.weight_decay, "AdamW weight decay")->capture_default_str();
   cmd->add_option("--clip-grad", t.clip_grad, "global gradient-norm clip (0 = off)")->capture_default_str();
   cmd->add_option("--grad-accum", t.grad_accum, "pipeline runs per optimizer step")->capture_default_str();
+  cmd->add_flag("--use-distributed-optimizer", t.distributed_optimizer,
+                "shard the AdamW state over the --dp (x --cp) ranks (ZeRO-1)");
   cmd->add_option("--dp", t.dp, "data-parallel replicas of the pipeline: pp = ranks / (tp x cp x dp), a step reads dp x --mb micro-batches")
       ->capture_default_str();
   cmd->add_option("--tp", a->model.tensor_parallel.size,

@@ -21,6 +21,7 @@
 #include "comm/process_group.hpp"
 #include "model/tensor_parallel.hpp"
 #include "train/checkpoint.hpp"
+#include "train/distributed_optimizer.hpp"
 #include "train/grad_clip.hpp"
 #include "train/metrics.hpp"
 
@@ -242,9 +243,13 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   const auto lr_opts = lr_options(o);
 
   NamedParams params = pipeline.named_parameters();
-  AdamW adam(params, o.adam);
+  DistributedOptimizer optimizer(params, o.adam, o.distributed_optimizer ? at.average : nullptr);
   std::int64_t first_step = 1;
-  if (!o.load.empty()) first_step = restore_checkpoint(o.load, params, &adam, shards, tp_rank, tp_size).step + 1;
+  if (!o.load.empty()) {
+    const LoadedCheckpoint loaded = restore_checkpoint(o.load, params, nullptr, shards, tp_rank, tp_size);
+    optimizer.load_state(loaded.optimizer);
+    first_step = loaded.step + 1;
+  }
   auto sum_over = [](comm::ProcessGroup* g) {
     return [g](double x) {
       if (!g || g->world_size() == 1) return x;
@@ -281,7 +286,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       });
     auto agree = [&](bool ok) { return sum_over_pipeline(ok ? 0.0 : 1.0) == 0.0; };
     NamedParams whole = params;
-    AdamWState state = adam.state();
+    AdamWState state = optimizer.full_state();
     if (at.tp) gather_whole(whole, state, shards, *at.tp);
     SaveOutcome r;
     if (at.writes())
@@ -335,14 +340,15 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     clip.max_norm = o.clip_grad;
     const double norm = clip_grad_norm(params, clip, sum_over_model, duplicates);
     const double lr = lr_at(lr_opts, step - 1);
-    adam.step(lr);
-    adam.zero_grad();
+    optimizer.step(lr);
     pipeline.zero_grad();  // also the MPipe replicas, which the optimizer does not hold
-    // Pipeline traffic and the model's values, summed over ranks in one
-    // all-reduce (the model's then averaged over the replicas).
+    // Pipeline traffic, the optimizer state kept and the model's values,
+    // summed over ranks in one all-reduce (the model's then averaged over the
+    // replicas).
     const comm::CommCounters after = at.pp ? at.pp->counters() : comm::CommCounters{};
     std::vector<double> sums = {static_cast<double>(after.bytes_sent - before.bytes_sent),
-                                static_cast<double>(after.bytes_received - before.bytes_received)};
+                                static_cast<double>(after.bytes_received - before.bytes_received),
+                                static_cast<double>(optimizer.state_bytes())};
     std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
     mine.resize(model_metric_names.size(), 0.0);
     for (double& v : mine) v /= at.replicas * tp_size * at.parallel.context.size;
@@ -375,7 +381,8 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         m.extra["bytes_broadcast"] = static_cast<double>(bytes_broadcast);
         m.extra["bytes_sent"] = bytes_sent;
         m.extra["bytes_received"] = bytes_received;
-        for (size_t i = 0; i < model_metric_names.size(); ++i) m.extra[model_metric_names[i]] = sums[2 + i];
+        m.extra["optimizer_state_bytes"] = sums[2];  // of every rank
+        for (size_t i = 0; i < model_metric_names.size(); ++i) m.extra[model_metric_names[i]] = sums[3 + i];
         if (val_loss) m.extra["val_loss"] = *val_loss;
         metrics->write(m);
       }

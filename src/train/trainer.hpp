@@ -54,6 +54,9 @@ struct TrainOptions {
   // (comm/mesh.hpp's layout), and a step reads dp x --mb micro-batches.
   int dp = 1;
   int grad_accum = 1;                 // --grad-accum: pipeline runs per optimizer step
+  // --use-distributed-optimizer: the AdamW state sharded over the dp (x cp)
+  // ranks, ZeRO-1 (train/distributed_optimizer.hpp).
+  bool distributed_optimizer = false;
   std::int64_t steps = 150;           // --steps: number of the last step
   // --lr --min-lr --warmup-steps (decay over --steps)
   LrScheduleOptions lr = [] {

@@ -104,6 +104,23 @@ TEST(TrainDist, MeshesFollowTheOneProcessCurveAndResumeUnderOtherMeshes) {
   // One checkpoint of pp 2 ranks: the replicas hold the same values, the first writes.
   const auto ls = run_command(hyperpipe() + " checkpoint ls " + dir + "/ck");
   EXPECT_NE(ls.output.find("step 3, saved by 2 rank(s)"), std::string::npos) << ls.output;
+  // ZeRO-1: the AdamW state sharded over the replicas, the same curve, half the state; a
+  // checkpoint it saves holds the whole state, which resumes without it and with it under dp 4.
+  const auto zero = train("--nproc 4 --dp 2 --use-distributed-optimizer --schedule 1f1b --vpp 1 --mb 4" + common,
+                          dir + "/zero.jsonl");
+  expect_same_curve(zero, ref);
+  const auto state = read_losses(dir + "/dp2pp2.jsonl", "optimizer_state_bytes"),
+             zero_state = read_losses(dir + "/zero.jsonl", "optimizer_state_bytes");
+  ASSERT_EQ(zero_state.size(), 5u);
+  EXPECT_GT(zero_state[1].second, 0.45 * state[1].second);
+  EXPECT_LT(zero_state[1].second, 0.55 * state[1].second);
+  expect_same_curve(train("--nproc 4 --dp 2 --use-distributed-optimizer --schedule 1f1b --vpp 1 --mb 4" + save + "zero",
+                          dir + "/zero_a.jsonl"),
+                    head);
+  expect_same_curve(train("--nproc 4 --schedule 1f1b --vpp 1 --mb 8" + resume + "zero", dir + "/zero_pp4.jsonl"), tail);
+  expect_same_curve(train("--nproc 4 --dp 4 --use-distributed-optimizer --schedule no-pipelining --vpp 1 --mb 2" + resume + "zero",
+                          dir + "/zero_dp4.jsonl"),
+                    tail);
   // Tensor parallel: the same curve, and whole tensors in the checkpoint.
   expect_same_curve(train("--nproc 4 --tp 2 --schedule interleaved --vpp 2 --mb 8" + common, dir + "/tp2pp2.jsonl"), ref);
   // The gradient norm (clipping's input) counts every shard and each whole parameter once.
