@@ -27,6 +27,7 @@ class GptTask : public Task {
                            const model::ModelParallel& parallel) const override;
   int tensor_parallel() const override { return options_.model.tensor_parallel.size; }
   int context_parallel() const override { return options_.model.context_parallel.size; }
+  std::optional<MemoryEstimate> memory_estimate(const schedule::ScheduleOptions& layout) const override;
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
                                          bool targets) const override;
   std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,

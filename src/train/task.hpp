@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/transformer_config.hpp"
 #include "runtime/rank_model.hpp"
+#include "train/memory_estimate.hpp"
 #include "schedule/schedule.hpp"
 
 namespace hp::train {
@@ -48,6 +50,12 @@ class Task {
   virtual std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
                                                       const std::vector<int>& input_micros, bool targets) const = 0;
   virtual bool has_eval_data() const = 0;
+  // What one rank of `layout` will hold (train/memory_estimate.hpp), or
+  // nullopt where the task cannot tell; plain AdamW state assumed.
+  virtual std::optional<MemoryEstimate> memory_estimate(const schedule::ScheduleOptions& layout) const {
+    (void)layout;
+    return std::nullopt;
+  }
   // What a checkpoint must agree on to load into this model (a JSON object as
   // text; the pipeline layout is not part of it).
   virtual std::string checkpoint_metadata() const = 0;

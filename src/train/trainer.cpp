@@ -194,6 +194,14 @@ void TrainOptions::validate(const Task& task) const {
   lr_options(*this).validate();
   runtime::validate_pipeline_options(pipeline);
   task.validate(pipeline.schedule);
+  // A model too large for the machine, refused now rather than killed by the kernel later.
+  if (auto estimate = task.memory_estimate(pipeline.schedule)) {
+    const int sharing = task.context_parallel() * dp;
+    if (distributed_optimizer) estimate->optimizer /= sharing;
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");  // torchrun's; else every rank is here
+    const int ranks = local ? std::atoi(local) : pipeline.schedule.pp * sharing * task.tensor_parallel();
+    if (auto available = available_memory_bytes()) check_memory_fits(*estimate, std::max(1, ranks), *available);
+  }
   if (!load.empty()) validate_checkpoint_shape(load, task);
 }
 

@@ -169,6 +169,7 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --nproc 2 --tp 2 --sequence-parallel --model hybrid",
                "--sequence-parallel: a Hybrid model's Mamba mixers scan the whole sequence");
   expect_error("train --tp 0", "--tp must be >= 1, got 0");
+  expect_error("train --layers 64 --hidden 8192 --heads 64", "the model needs about 195 GiB per rank (parameters 48");
   expect_error("train --sequence-parallel", "--sequence-parallel needs --tp > 1");
   expect_error("train --nproc 2 --tp 2 --sequence-parallel --seq-len 15", "--seq-len 15 is not divisible by --tp 2");
   expect_error("train --dp 0", "--dp must be >= 1, got 0");
