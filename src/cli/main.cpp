@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   hp::cli::add_plan_command(app, &exit_code);
 #ifdef HYPERPIPE_WITH_TORCH
   hp::cli::add_train_command(app, &exit_code);
+  hp::cli::add_verify_command(app, &exit_code);
   hp::cli::add_bench_command(app, &exit_code);
   hp::cli::add_checkpoint_command(app, &exit_code);
   hp::cli::add_generate_command(app, &exit_code);

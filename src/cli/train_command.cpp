@@ -11,6 +11,7 @@
 #include "train/gpt_task.hpp"
 #include "train/hybrid_task.hpp"
 #include "train/trainer.hpp"
+#include "train/verify.hpp"
 #include "train/vl_task.hpp"
 
 namespace hp::cli {
@@ -180,15 +181,40 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   return 0;
 }
 
-}  // namespace
+// One step of the job's layout against one process, in double precision
+// (train::verify); rank 0 prints the loss and every gradient's error, the
+// worst first. Exits 1 past the tolerance.
+int verify_rank(TrainArgs a, double tolerance, comm::ProcessGroup* pg) {
+  a.dtype = "float64";
+  const Job job = resolve(a, pg ? pg->world_size() : 1);
+  const train::VerifyReport r = train::verify(job.options, *job.task, pg);
+  const bool ok = r.worst() <= tolerance;
+  if (!pg || pg->rank() == 0) {
+    std::cout << "hyperpipe verify: " << a.schedule << " pp=" << job.options.pipeline.schedule.pp
+              << " vpp=" << job.options.pipeline.schedule.vpp << " mb=" << job.options.pipeline.schedule.micro_batches
+              << " dp=" << job.options.dp << " tp=" << job.task->tensor_parallel() << " cp=" << job.task->context_parallel()
+              << " against one process, float64 | " << job.task->describe() << "\n";
+    std::cout.precision(3);
+    std::cout << "loss " << r.loss << " vs " << r.reference_loss << "  rel error " << std::scientific << r.loss_error
+              << "\n";
+    for (const auto& [name, e] : r.errors) {
+      if (e < 0)
+        std::cout << "  no gradient  " << name << "\n";
+      else
+        std::cout << "  " << e << "  " << name << "\n";
+    }
+    std::cout << (ok ? "OK" : "FAILED") << ": worst relative error " << r.worst() << " (tolerance " << tolerance << ")"
+              << std::endl;
+  }
+  return ok ? 0 : 1;
+}
 
-void add_train_command(CLI::App& app, int* exit_code) {
-  auto a = std::make_shared<TrainArgs>();
+// The flags of a training job (train and verify take the same).
+CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   auto& t = a->train;
   auto& m = a->model;
   auto& hy = a->hybrid;
   auto& s = t.pipeline.schedule;
-  auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
   auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
 
@@ -280,11 +306,37 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
   cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang|nospace makes that rank fail at that step (nospace: its save)");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
+  return nproc;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
+  auto* nproc = add_job_flags(cmd, a);
   cmd->callback([a, exit_code, nproc] {
     a->job.nproc_given = nproc->count() > 0;
     *exit_code = run_job_reporting(
         "train", job_flags(a->train.dp * a->model.tensor_parallel.size * a->model.context_parallel.size > 1), a->job, [a](int world) { resolve(*a, world); },
         [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
+  });
+}
+
+void add_verify_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<TrainArgs>();
+  auto tolerance = std::make_shared<double>(1e-10);
+  auto* cmd = app.add_subcommand("verify",
+                                 "Check one step of a training layout (train's flags) against one process, in float64:"
+                                 " the loss and every gradient by name");
+  auto* nproc = add_job_flags(cmd, a);
+  cmd->add_option("--tolerance", *tolerance, "largest relative error accepted")->capture_default_str();
+  cmd->callback([a, exit_code, nproc, tolerance] {
+    a->job.nproc_given = nproc->count() > 0;
+    if (!(*tolerance >= 0)) throw CLI::ValidationError("--tolerance", "must be a number >= 0");
+    *exit_code = run_job_reporting(
+        "verify", job_flags(a->train.dp * a->model.tensor_parallel.size * a->model.context_parallel.size > 1), a->job,
+        [a](int world) { resolve(*a, world); }, [a, tolerance](comm::ProcessGroup* pg) { return verify_rank(*a, *tolerance, pg); });
   });
 }
 

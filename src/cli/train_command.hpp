@@ -8,5 +8,7 @@ class App;
 namespace hp::cli {
 
 void add_train_command(CLI::App& app, int* exit_code);
+// `hyperpipe verify`: train's flags; one step against one process.
+void add_verify_command(CLI::App& app, int* exit_code);
 
 }  // namespace hp::cli

@@ -35,7 +35,7 @@ runtime::RankModel GptTask::build(const schedule::ScheduleOptions& layout, int r
   model::GPTStagesOptions s = stages();
   const bool sequence_parallel = s.config.tensor_parallel.sequence_parallel;
   s.config.tensor_parallel = parallel.tensor;
-  s.config.tensor_parallel.sequence_parallel = sequence_parallel;
+  s.config.tensor_parallel.sequence_parallel = sequence_parallel && parallel.tensor.size > 1;
   s.config.context_parallel = parallel.context;
   return model::build_gpt_stages(s, layout, rank);
 }

@@ -24,6 +24,7 @@
 #include "train/distributed_optimizer.hpp"
 #include "train/grad_clip.hpp"
 #include "train/metrics.hpp"
+#include "train/place.hpp"
 
 namespace hp::train {
 namespace {
@@ -69,58 +70,6 @@ class Progress {
 
 void validate_checkpoint_shape(const std::string& load, const Task& task);
 
-// Where this rank sits in the job: its pipeline (the pp group, rank i holding
-// stage i), its data-parallel replica, the tp and cp groups its stages are
-// split over, and the ranks its gradients are averaged over (the replicas'
-// ranks of the same shards: dp x cp); comm/mesh.hpp lays them out.
-struct Place {
-  std::optional<comm::Mesh> mesh;
-  comm::ProcessGroup* world = nullptr;
-  comm::ProcessGroup* pp = nullptr;
-  comm::ProcessGroup* tp = nullptr;
-  comm::ProcessGroup* average = nullptr;  // dp x cp
-  int world_rank = 0;
-  int stage_rank = 0;
-  int replica = 0;
-  int replicas = 1;
-  model::ModelParallel parallel;
-  // Whether this rank writes checkpoints: the first of its tp, cp and dp groups.
-  bool writes() const { return replica == 0 && parallel.tensor.rank == 0 && parallel.context.rank == 0; }
-};
-
-Place place(comm::ProcessGroup* world, int pp, int dp, int tp, int cp) {
-  Place p;
-  p.world = world;
-  p.pp = world;
-  p.replicas = dp;
-  if (!world) return p;
-  if (world->world_size() != pp * dp * tp * cp)
-    throw std::invalid_argument("--tp " + std::to_string(tp) + " x --cp " + std::to_string(cp) + " x --dp " +
-                                std::to_string(dp) + " x " + std::to_string(pp) + " pipeline ranks is not the job's " +
-                                std::to_string(world->world_size()) + " ranks");
-  p.world_rank = world->rank();
-  p.stage_rank = world->rank();
-  if (dp == 1 && tp == 1 && cp == 1) return p;
-  comm::MeshShape shape;
-  shape.tp = tp;
-  shape.cp = cp;
-  shape.dp = dp;
-  shape.pp = pp;
-  p.mesh = comm::Mesh::create(*world, shape);
-  p.pp = p.mesh->group(comm::MeshDim::PP);
-  p.tp = p.mesh->group(comm::MeshDim::TP);
-  p.average = p.mesh->data_parallel_with_context();
-  p.stage_rank = p.mesh->coord().pp;
-  p.replica = p.mesh->coord().dp;
-  p.parallel.tensor.size = tp;
-  p.parallel.tensor.rank = p.mesh->coord().tp;
-  p.parallel.tensor.group = p.tp;
-  p.parallel.context.size = cp;
-  p.parallel.context.rank = p.mesh->coord().cp;
-  p.parallel.context.group = p.mesh->group(comm::MeshDim::CP);
-  return p;
-}
-
 // Tensor parallelism: the whole tensors of the split parameters and of their
 // optimizer state, for a checkpoint. Collective over the tp group.
 void gather_whole(NamedParams& params, AdamWState& state, const runtime::TensorShards& shards, comm::ProcessGroup& tp) {
@@ -137,20 +86,6 @@ void gather_whole(NamedParams& params, AdamWState& state, const runtime::TensorS
       it->second.exp_avg_sq = whole(it->second.exp_avg_sq, shard);
     }
   }
-}
-
-using Fetch = std::vector<runtime::MicroBatch> (Task::*)(std::int64_t, int, const std::vector<int>&, bool) const;
-
-// This replica's micro-batches of batch `index`: its slice of the global
-// batch of every replica's (Task::batch), filled where this rank reads.
-std::vector<runtime::MicroBatch> replica_batch(const Task& task, Fetch fetch, std::int64_t index,
-                                               const runtime::Pipeline& pipeline, const Place& at) {
-  const int mb = pipeline.options().schedule.micro_batches;
-  std::vector<int> reads;
-  for (int m : pipeline.input_micros()) reads.push_back(at.replica * mb + m);
-  auto global = (task.*fetch)(index, at.replicas * mb, reads, pipeline.reads_targets());
-  return std::vector<runtime::MicroBatch>(std::make_move_iterator(global.begin() + at.replica * mb),
-                                          std::make_move_iterator(global.begin() + (at.replica + 1) * mb));
 }
 
 // The mean loss over the held-out batches' target tokens, forward only. Collective.
@@ -237,7 +172,7 @@ void validate_checkpoint_shape(const std::string& load, const Task& task) {
 
 TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
   o.validate(task);
-  const Place at = place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel(), task.context_parallel());
+  const Place at = make_place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel(), task.context_parallel());
   const int rank = at.stage_rank;
   runtime::RankModel model = task.build(o.pipeline.schedule, rank, at.parallel);
   const runtime::TensorShards shards = model.tensor_parallel;
