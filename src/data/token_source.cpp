@@ -115,6 +115,10 @@ std::unique_ptr<TokenSource> embedded_corpus(std::size_t bytes, std::uint64_t se
 }
 
 std::unique_ptr<TokenSource> text_file(const std::string& path) {
+  // A device or a pipe (/dev/zero, a FIFO) never ends: read regular files only.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::invalid_argument("--data " + path + ": not a regular file (a text file is read whole)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("--data " + path + ": cannot open the text file");
   std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

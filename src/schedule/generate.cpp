@@ -1,6 +1,7 @@
 #include "schedule/generate.hpp"
 
 #include <stdexcept>
+#include <cstdint>
 #include <string>
 
 namespace hp::schedule {
@@ -61,6 +62,12 @@ void check_options(const ScheduleOptions& o) {
   if (o.pp < 1) reject("schedule.pp must be >= 1, got " + str(o.pp));
   if (o.vpp < 1) reject("schedule.vpp must be >= 1, got " + str(o.vpp));
   if (o.micro_batches < 1) reject("schedule.micro_batches must be >= 1, got " + str(o.micro_batches));
+  // Each (stage, micro) is a few actions: beyond this a step's lists alone do not fit in memory.
+  constexpr std::int64_t kMaxForwards = 10'000'000;
+  if (static_cast<std::int64_t>(o.micro_batches) * o.pp * o.vpp > kMaxForwards)
+    reject("schedule.micro_batches " + str(o.micro_batches) + " x schedule.pp " + str(o.pp) + " x schedule.vpp " +
+           str(o.vpp) + " forwards a step is more than " + std::to_string(kMaxForwards) +
+           " actions can describe; use fewer, larger micro-batches");
   if (o.group_size < 0)
     reject("schedule.group_size must be >= 1 (or 0 for the default, schedule.pp), got " + str(o.group_size));
   if (o.layers < 0) reject("schedule.layers must be >= 0 (0 = not given), got " + str(o.layers));

@@ -170,6 +170,8 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
                "--sequence-parallel: a Hybrid model's Mamba mixers scan the whole sequence");
   expect_error("train --tp 0", "--tp must be >= 1, got 0");
   expect_error("train --layers 64 --hidden 8192 --heads 64", "the model needs about 195 GiB per rank (parameters 48");
+  expect_error("train --mb 2147483647", "--mb 2147483647 x --nproc 4 x --vpp 2 forwards a step is more than 10000000");
+  expect_error("train --data text:/dev/zero", "--data /dev/zero: not a regular file");
   expect_error("train --sequence-parallel", "--sequence-parallel needs --tp > 1");
   expect_error("train --nproc 2 --tp 2 --sequence-parallel --seq-len 15", "--seq-len 15 is not divisible by --tp 2");
   expect_error("train --dp 0", "--dp must be >= 1, got 0");
