@@ -153,7 +153,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   args->vpp_flag = cmd->add_option("--vpp", o.vpp, "chunks (virtual stages) per rank (default: 1, or 2 for interleaved and mpipe)");
   cmd->add_option("--mb", o.micro_batches, "micro-batches per step")->capture_default_str();
-  cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it)")
+  cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it; MB when MB < PP)")
       ->capture_default_str();
   cmd->add_option("--layers", o.layers, "model layers, split evenly over pp*vpp chunks (0 = unchecked)")
       ->capture_default_str();

@@ -221,7 +221,7 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--schedule", a->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")->capture_default_str();
   a->vpp_flag = cmd->add_option("--vpp", s.vpp, "model chunks per rank (default: 1, or 2 for interleaved and mpipe)");
   cmd->add_option("--mb", s.micro_batches, "micro-batches per step")->capture_default_str();
-  cmd->add_option("--group-size", s.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it)")->capture_default_str();
+  cmd->add_option("--group-size", s.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it; MB when MB < PP)")->capture_default_str();
   cmd->add_option("--transpose-layers", s.mpipe.transpose_layers, "MPipe T")->capture_default_str();
   cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");

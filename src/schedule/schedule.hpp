@@ -51,6 +51,10 @@ struct ScheduleOptions {
   // torch.distributed.pipelining's per-round size.
   int effective_group_size() const {
     if (group_size > 0) return group_size;
+    // Fewer micro-batches than ranks: one round of all of them (the per-round
+    // layout of PyTorch's ScheduleInterleaved1F1B), so no rank warms up on a
+    // micro-batch that does not exist.
+    if (micro_batches < pp) return micro_batches;
     int g = pp;
     while (g < micro_batches && micro_batches % g != 0 && micro_batches % g < pp) ++g;
     return g;

@@ -110,13 +110,26 @@ TEST(GenerateOptions, GroupSizeFollowsMegatronsRule) {
 TEST(GenerateOptions, DefaultGroupSizeAvoidsShortLastGroups) {
   auto g = [](int pp, int mb) { return opts(ScheduleKind::Interleaved, pp, 2, mb).effective_group_size(); };
   EXPECT_EQ(g(4, 8), 4);
-  EXPECT_EQ(g(4, 3), 4);   // MB < PP: one group
+  EXPECT_EQ(g(4, 3), 3);   // MB < PP: one round of all MB (torch's per-round layout)
   EXPECT_EQ(g(4, 10), 5);  // torch's per-round size: 2 rounds of 5
   EXPECT_EQ(g(4, 5), 5);
   EXPECT_EQ(g(4, 9), 5);   // groups 5, 4
   EXPECT_EQ(g(4, 13), 7);  // groups 7, 6
   EXPECT_EQ(g(1, 7), 1);
   EXPECT_EQ(opts(ScheduleKind::Interleaved, 4, 2, 9, 3).effective_group_size(), 3);
+}
+
+// PP 4, v 2, MB 3: the round is the 3 micro-batches, so the last rank starts
+// its second chunk's 1F1B right after the first chunk's forwards instead of
+// holding one more activation.
+TEST(GenerateBody, InterleavedWithFewerMicroBatchesThanRanksUsesOneRoundOfThem) {
+  const auto s = generate(opts(ScheduleKind::Interleaved, 4, 2, 3));
+  std::vector<std::string> compute;
+  for (const auto& a : s.ranks[3])
+    if (a.type == ActionType::FWD || a.type == ActionType::BWD) compute.push_back(format_action(a));
+  const std::vector<std::string> want = {"3F0", "3F1", "3F2", "7F0", "7B0", "7F1", "7B1"};
+  ASSERT_GE(compute.size(), want.size());
+  EXPECT_EQ(std::vector<std::string>(compute.begin(), compute.begin() + want.size()), want);
 }
 
 TEST(GenerateBody, NoPipeliningAlternates) {
