@@ -152,17 +152,28 @@ Job resolve(const TrainArgs& a, int world) {
   return job;
 }
 
+// The job's ranks as the trainer lays them out.
+comm::MeshShape job_mesh(const Job& job) {
+  comm::MeshShape mesh;
+  mesh.tp = job.task->tensor_parallel();
+  mesh.cp = job.task->context_parallel();
+  mesh.dp = job.options.dp;
+  mesh.pp = job.options.pipeline.schedule.pp;
+  return mesh;
+}
+
+// Error lines name pp as --nproc, or as --nproc over the other dimensions.
+const FlagNames& flags_of(const TrainArgs& a) {
+  return job_flags(a.train.dp * a.model.tensor_parallel.size * a.model.context_parallel.size > 1);
+}
+
 int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
   const Job job = resolve(a, world);
   const auto& s = job.options.pipeline.schedule;
   if (!pg || pg->rank() == 0) {
     std::cout << "hyperpipe train: " << a.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
-    comm::MeshShape mesh;
-    mesh.tp = job.task->tensor_parallel();
-    mesh.cp = job.task->context_parallel();
-    mesh.dp = job.options.dp;
-    mesh.pp = s.pp;
+    const comm::MeshShape mesh = job_mesh(job);
     if (mesh.dp > 1) std::cout << " dp=" << mesh.dp;
     if (mesh.tp > 1) std::cout << " tp=" << mesh.tp;
     if (mesh.cp > 1) std::cout << " cp=" << mesh.cp;
@@ -172,7 +183,11 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
       for (comm::MeshDim d : {comm::MeshDim::PP, comm::MeshDim::DP, comm::MeshDim::CP, comm::MeshDim::TP}) {
         if (mesh.size(d) == 1) continue;
         std::cout << "; " << comm::mesh_dim_name(d) << " groups";
-        for (const auto& line : comm::describe_mesh_groups(mesh, d)) std::cout << " [" << line.substr(line.find("ranks ") + 6) << "]";
+        for (const auto& ranks : comm::mesh_groups(mesh, d)) {
+          std::cout << " [";
+          for (size_t i = 0; i < ranks.size(); ++i) std::cout << (i ? " " : "") << ranks[i];
+          std::cout << "]";
+        }
       }
       std::cout << std::endl;
     }
@@ -190,9 +205,10 @@ int verify_rank(TrainArgs a, double tolerance, comm::ProcessGroup* pg) {
   const train::VerifyReport r = train::verify(job.options, *job.task, pg);
   const bool ok = r.worst() <= tolerance;
   if (!pg || pg->rank() == 0) {
+    const comm::MeshShape mesh = job_mesh(job);
     std::cout << "hyperpipe verify: " << a.schedule << " pp=" << job.options.pipeline.schedule.pp
               << " vpp=" << job.options.pipeline.schedule.vpp << " mb=" << job.options.pipeline.schedule.micro_batches
-              << " dp=" << job.options.dp << " tp=" << job.task->tensor_parallel() << " cp=" << job.task->context_parallel()
+              << " dp=" << mesh.dp << " tp=" << mesh.tp << " cp=" << mesh.cp
               << " against one process, float64 | " << job.task->describe() << "\n";
     std::cout.precision(3);
     std::cout << "loss " << r.loss << " vs " << r.reference_loss << "  rel error " << std::scientific << r.loss_error
@@ -318,7 +334,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   cmd->callback([a, exit_code, nproc] {
     a->job.nproc_given = nproc->count() > 0;
     *exit_code = run_job_reporting(
-        "train", job_flags(a->train.dp * a->model.tensor_parallel.size * a->model.context_parallel.size > 1), a->job, [a](int world) { resolve(*a, world); },
+        "train", flags_of(*a), a->job, [a](int world) { resolve(*a, world); },
         [a](comm::ProcessGroup* pg) { return train_rank(*a, pg); });
   });
 }
@@ -335,7 +351,7 @@ void add_verify_command(CLI::App& app, int* exit_code) {
     a->job.nproc_given = nproc->count() > 0;
     if (!(*tolerance >= 0)) throw CLI::ValidationError("--tolerance", "must be a number >= 0");
     *exit_code = run_job_reporting(
-        "verify", job_flags(a->train.dp * a->model.tensor_parallel.size * a->model.context_parallel.size > 1), a->job,
+        "verify", flags_of(*a), a->job,
         [a](int world) { resolve(*a, world); }, [a, tolerance](comm::ProcessGroup* pg) { return verify_rank(*a, *tolerance, pg); });
   });
 }

@@ -93,12 +93,20 @@ inline std::vector<int> mesh_group_ranks(const MeshShape& s, int rank, MeshDim d
   return mesh_group_ranks(s, rank, std::vector<MeshDim>{dim});
 }
 
-// Every group of `dim` as lines "dp group 0: ranks 0 2", each once.
+// Every group of `dim`, each once, in the order of their first ranks.
+inline std::vector<std::vector<int>> mesh_groups(const MeshShape& s, MeshDim dim) {
+  std::vector<std::vector<int>> groups;
+  for (int r = 0; r < s.world(); ++r) {
+    auto ranks = mesh_group_ranks(s, r, dim);
+    if (ranks.front() == r) groups.push_back(std::move(ranks));
+  }
+  return groups;
+}
+
+// Every group of `dim` as lines "dp group 0: ranks 0 2".
 inline std::vector<std::string> describe_mesh_groups(const MeshShape& s, MeshDim dim) {
   std::vector<std::string> lines;
-  for (int r = 0; r < s.world(); ++r) {
-    const auto ranks = mesh_group_ranks(s, r, dim);
-    if (ranks.front() != r) continue;  // named by its first rank
+  for (const auto& ranks : mesh_groups(s, dim)) {
     std::ostringstream os;
     os << mesh_dim_name(dim) << " group " << lines.size() << ": ranks";
     for (int x : ranks) os << " " << x;
