@@ -16,11 +16,14 @@
 #include "model/gpt_stages.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/pipeline.hpp"
+#include "runtime/tensor_memory.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
 
 namespace hp::cli {
 namespace {
+
+namespace memory = runtime::tensor_memory;
 
 struct BenchArgs {
   JobOptions job;
@@ -30,6 +33,7 @@ struct BenchArgs {
   int micro_batch_size = 2;
   int seq_len = 32;
   int steps = 4;
+  bool pseudo_deallocate = false;
   model::TransformerConfig model;
   std::string json;
 };
@@ -65,6 +69,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   o.schedule.pp = world;
   o.schedule.vpp = o.schedule.kind == schedule::ScheduleKind::Interleaved ? a.vpp : 1;
   o.schedule.micro_batches = a.mb;
+  o.executor.pseudo_deallocate = a.pseudo_deallocate;
   runtime::validate_pipeline_options(o);
   model::check_gpt_layout(gpt_options(a), o.schedule);
   return o;
@@ -103,6 +108,7 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
 }
 
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
+  memory::install();
   const int world = pg ? pg->world_size() : 1;
   const int rank = pg ? pg->rank() : 0;
   nlohmann::json results = nlohmann::json::array();
@@ -115,6 +121,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     p.step(micros);  // warm-up
     p.zero_grad();
     if (pg) pg->barrier();
+    memory::reset_peak();
     const auto t0 = Clock::now();
     for (int s = 0; s < a.steps; ++s) {
       p.step(micros);
@@ -122,6 +129,9 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     }
     if (pg) pg->barrier();
     const double measured = ms_since(t0) / a.steps;
+    at::Tensor peak = at::full({1}, static_cast<double>(memory::peak_bytes()), at::kDouble);
+    if (pg) peak = pg->all_gather(peak);
+    std::vector<double> peaks(peak.data_ptr<double>(), peak.data_ptr<double>() + peak.numel());
     auto cost = calibrate(model, micros[0], p.options().schedule.num_stages(), 3);
     p.zero_grad();
     at::Tensor t = at::tensor(cost, at::kDouble);
@@ -136,19 +146,24 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
                        {"mb", a.mb},
                        {"measured_ms", measured},
                        {"simulated_ms", sim.step_time},
-                       {"simulated_bubble", sim.bubble_fraction}});
+                       {"simulated_bubble", sim.bubble_fraction},
+                       {"peak_bytes", peaks}});
   }
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
   std::cout << std::left << std::setw(14) << "schedule" << std::right << std::setw(13) << "measured ms"
             << std::setw(14) << "simulated ms" << std::setw(12) << "meas/sim" << std::setw(16) << "meas vs first"
-            << std::setw(15) << "sim vs first" << "\n";
+            << std::setw(15) << "sim vs first" << "  peak MiB by rank\n";
   for (auto& r : results) {
     const double m = r["measured_ms"], s = r["simulated_ms"];
     r["measured_over_simulated"] = m / s;
     std::cout << std::left << std::setw(14) << (r["schedule"].get<std::string>() + " v" + std::to_string(r["vpp"].get<int>()))
               << std::right << std::fixed << std::setprecision(2) << std::setw(13) << m << std::setw(14) << s
-              << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0 << "\n";
+              << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0 << "  ";
+    std::ostringstream peaks;
+    peaks << std::fixed << std::setprecision(2);
+    for (const auto& b : r["peak_bytes"]) peaks << (peaks.tellp() > 0 ? "/" : "") << b.get<double>() / (1 << 20);
+    std::cout << peaks.str() << "\n";
   }
   if (!a.json.empty()) std::ofstream(a.json) << results.dump(2) << "\n";
   return 0;
@@ -170,6 +185,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--hidden", a->model.hidden_size, "hidden size")->capture_default_str();
   cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
   cmd->add_option("--steps", a->steps, "timed steps per schedule")->capture_default_str();
+  cmd->add_flag("--pseudo-deallocate", a->pseudo_deallocate, "free sent activations' storage (as train)");
   cmd->add_option("--json", a->json, "also write the results as JSON");
   cmd->callback([a, exit_code, nproc] {
     a->job.nproc_given = nproc->count() > 0;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/self_args.hpp"
+#include "comm/heartbeat.hpp"
 #include "launch/launcher.hpp"
 
 namespace hp::cli {
@@ -41,8 +42,23 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
   comm::ProcessGroupOptions pgo;
   pgo.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
   std::unique_ptr<comm::ProcessGroup> pg;
-  if (env.world_size > 1) pg = std::make_unique<comm::ProcessGroup>(comm::ProcessGroup::create(env, pgo));
-  return rank_main(pg.get());
+  if (env.world_size == 1) return rank_main(nullptr);
+  pg = std::make_unique<comm::ProcessGroup>(comm::ProcessGroup::create(env, pgo));
+  comm::Heartbeat heartbeat(*pg);
+  try {
+    return rank_main(pg.get());
+  } catch (const comm::CommError& e) {
+    // A peer's failure: say which rank is gone or stuck and where each was.
+    heartbeat.report_failure(e.what());
+    const auto store = pg->store_keepalive();
+    pg.reset();  // peers waiting on this rank fail now, not at their timeout
+    const std::string survey = heartbeat.diagnose();
+    if (env.rank == 0) heartbeat.wait_for_peers(std::chrono::seconds(5));
+    throw std::runtime_error(std::string(e.what()) + "\n" + survey);
+  } catch (const std::exception& e) {
+    heartbeat.report_failure(e.what());
+    throw;
+  }
 }
 
 int run_job_reporting(const std::string& command, const FlagNames& flags, const JobOptions& o,

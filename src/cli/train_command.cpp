@@ -137,14 +137,14 @@ Job resolve(const TrainArgs& a, int world) {
     std::stringstream in(a.fault);
     std::string rank, step;
     if (!std::getline(in, rank, ':') || !std::getline(in, step, ':') || !std::getline(in, o.fault.kind))
-      throw std::invalid_argument("--inject-fault '" + a.fault + "': expected RANK:STEP:exit|hang|nospace");
+      throw std::invalid_argument("--inject-fault '" + a.fault + "': expected RANK:STEP:exit|hang|kill|stop|nospace");
     try {
       size_t used_rank = 0, used_step = 0;
       o.fault.rank = std::stoi(rank, &used_rank);
       o.fault.step = std::stoll(step, &used_step);
       if (used_rank != rank.size() || used_step != step.size()) throw std::invalid_argument(a.fault);
     } catch (const std::exception&) {
-      throw std::invalid_argument("--inject-fault '" + a.fault + "': RANK and STEP must be integers (RANK:STEP:exit|hang|nospace)");
+      throw std::invalid_argument("--inject-fault '" + a.fault + "': RANK and STEP must be integers (RANK:STEP:exit|hang|kill|stop|nospace)");
     }
   }
   job.task = make_task(a, *dtype);
@@ -320,7 +320,7 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
                   "held-out tokens (same forms as --data); default: the embedded corpus's held-out tail");
   cmd->add_option("--log-interval", t.log_interval, "steps between log lines (no TTY)")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
-  cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang|nospace makes that rank fail at that step (nospace: its save)");
+  cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang|kill|stop|nospace makes that rank fail at that step (nospace: its save)");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
   return nproc;
 }

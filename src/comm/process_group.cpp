@@ -11,10 +11,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
 #include "comm/error_text.hpp"
+#include "comm/heartbeat.hpp"
 #include "comm/rendezvous.hpp"
 
 // LibTorch version differences are confined to this block.
@@ -157,6 +159,12 @@ class GlooWork final : public detail::WorkImpl {
     }
     bool ok = false;
     std::string message;
+    std::optional<detail::WaitNote> note;
+    if (detail::WaitNote::wanted()) {
+      OpInfo noted = info_;
+      noted.peer = global_of(*sh_, noted.peer);
+      note.emplace(describe(noted) + group_suffix(*sh_));
+    }
     try {
       ok = work_->wait(sh_->timeout);
       if (!ok) message = "the operation was aborted";
@@ -383,6 +391,9 @@ int ProcessGroup::world_size() const { return impl_->sh->env.world_size; }
 const DistEnv& ProcessGroup::env() const { return impl_->sh->env; }
 std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->sh->timeout; }
 int ProcessGroup::store_port() const { return impl_->sh->store_port; }
+std::shared_ptr<void> ProcessGroup::store_keepalive() const {
+  return std::make_shared<c10::intrusive_ptr<c10d::Store>>(impl_->sh->store);
+}
 
 // ---------------------------------------------------------------------------
 // Point-to-point

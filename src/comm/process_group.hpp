@@ -104,6 +104,10 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const;
   // The port rank 0's store listens on (the chosen one when master_port is 0).
   int store_port() const;
+  // Keeps the job's store (on rank 0 its server) alive while held, after the
+  // group itself is destroyed: a failing rank 0 closes its connections at once
+  // but still serves the store to the peers that survey the job (heartbeat.hpp).
+  std::shared_ptr<void> store_keepalive() const;
 
   // Point-to-point. tag >= 0; dst/src in [0, world_size) and not this rank.
   // `label` (e.g. "Activation(stage 1, micro 3)") is put in error messages.

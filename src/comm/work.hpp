@@ -18,7 +18,8 @@
 // - Dropping a Work that was never waited abandons it: a send may or may not be
 //   delivered, a receive's data is lost. Wait every Work (drain sends before the
 //   end of a step).
-// - Movable, not copyable. Use a Work from the thread that owns its group.
+// - Movable, not copyable. Use a Work from the thread that owns its group, or
+//   hand it whole to one other thread that only waits and drops it (SendQueue).
 //   A Work keeps the transport alive, so it may outlive its ProcessGroup object.
 #pragma once
 

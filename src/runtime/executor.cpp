@@ -7,8 +7,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "comm/heartbeat.hpp"
 #include "comm/p2p.hpp"
 #include "comm/process_group.hpp"
+#include "comm/send_queue.hpp"
 #include "runtime/stage.hpp"
 
 namespace hp::runtime {
@@ -55,7 +57,10 @@ Executor::Executor(const schedule::ScheduleOptions& layout, int rank, comm::Proc
       output_spec_(std::move(output_spec)),
       options_(options) {
   if (layout_.pp > 1 && !pg_) throw std::invalid_argument("Executor: a layout with schedule.pp > 1 needs a process group");
-  if (pg_) p2p_ = std::make_unique<comm::P2P>(*pg_);
+  if (pg_) {
+    p2p_ = std::make_unique<comm::P2P>(*pg_);
+    sends_ = std::make_unique<comm::SendQueue>();
+  }
   if (output_spec_) {
     declare_known_shapes(kAct);
     declare_known_shapes(kGrad);
@@ -104,7 +109,7 @@ void Executor::post_send(const at::Tensor& tensor, int peer, comm::MessageKind k
   const int tag = comm::make_tag(kind, stage, micro);
   if (carries_meta(kind)) {
     if (!options_.variable_seq_len) learned_[tag] = {tensor.sizes().vec(), tensor.scalar_type()};
-    sends_.push_back(p2p_->isend_with_meta(tensor, peer, kind, stage, micro));
+    sends_->push(p2p_->isend_with_meta(tensor, peer, kind, stage, micro));
     return;
   }
   if (!options_.variable_seq_len && !known_shapes_.count(kind)) {
@@ -125,7 +130,7 @@ void Executor::post_send(const at::Tensor& tensor, int peer, comm::MessageKind k
       throw std::invalid_argument(os.str());
     }
   }
-  sends_.push_back(p2p_->isend(tensor, peer, kind, stage, micro));
+  sends_->push(p2p_->isend(tensor, peer, kind, stage, micro));
 }
 
 void Executor::post_recv(int peer, comm::MessageKind kind, int stage, int micro, std::optional<TensorSpec> spec) {
@@ -212,7 +217,7 @@ void Executor::backward(const Action& a) {
   Stage& st = stage(a.stage);
   at::Tensor grad;
   if (!st.is_last()) {
-    grad = layout_.pp == 1 ? stage(a.stage + 1).input_grad(a.micro) : take_recv(kGrad, a.stage + 1, a.micro);
+    grad = layout_.pp == 1 ? stage(a.stage + 1).take_input_grad(a.micro) : take_recv(kGrad, a.stage + 1, a.micro);
   }
   st.backward(a.micro, grad);
 }
@@ -233,7 +238,8 @@ void Executor::send_forward(const Action& a) {
   check_output_spec(st.output(a.micro), a.stage, a.micro);
   // detach(): the message holds the values; the stage keeps the graph.
   post_send(st.output(a.micro).detach(), a.peer, kAct, a.stage, a.micro);
-  // The pending send keeps the values alive until it completes.
+  // The pending send keeps the values alive until it completes; then the
+  // send queue drops them, and with pseudo-deallocation nothing else holds them.
   if (layout_.forward_only)
     st.release(a.micro);
   else if (options_.pseudo_deallocate)
@@ -242,7 +248,7 @@ void Executor::send_forward(const Action& a) {
 
 void Executor::send_backward(const Action& a) {
   // The gradient of this stage's input: the previous stage's output shape.
-  const at::Tensor g = stage(a.stage).input_grad(a.micro);
+  const at::Tensor g = stage(a.stage).take_input_grad(a.micro);
   check_output_spec(g, a.stage - 1, a.micro);
   post_send(g, a.peer, kGrad, a.stage, a.micro);
 }
@@ -278,8 +284,11 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
   outputs_.clear();
   for (auto& [index, st] : stages_) st->reset();
   size_t i = 0;
+  const bool noted = comm::positions_noted();
+  const int count = static_cast<int>(actions.size());
   while (i < actions.size()) {
     const Action& a = actions[i];
+    if (noted) comm::note_action(static_cast<int>(i), count, describe(a));
     if (!handlers_.count(a.type))
       throw std::invalid_argument("rank " + std::to_string(rank_) + " position " + std::to_string(i) + " (" +
                                   describe(a) + "): no handler is registered for " +
@@ -294,8 +303,8 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
     handlers_.at(a.type)(a);
     ++i;
   }
-  comm::wait_all(sends_);
-  sends_.clear();
+  if (noted) comm::note_action(count, count, "the step's last sends");
+  if (sends_) sends_->drain();
   if (!recvs_.empty())
     throw std::logic_error("rank " + std::to_string(rank_) + ": " + std::to_string(recvs_.size()) +
                            " received message(s) were never consumed by the schedule");

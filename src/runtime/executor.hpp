@@ -5,8 +5,9 @@
 // (the MPipe handlers, runtime/mpipe_runtime.hpp). A handler runs on the
 // rank's thread, in list order, and may use the executor's state accessors.
 //
-// Communication is asynchronous: a send is posted and waited at the end of
-// the step (run() drains every send before it returns); a receive is posted
+// Communication is asynchronous: a send is posted and waited by a send queue's
+// thread, which frees the sent tensor as soon as it has gone (run() drains the
+// queue before it returns); a receive is posted
 // where the list has it and waited where its data is consumed, except a
 // receive that carries a meta message (the first step's shape learning,
 // variable_seq_len), which waits for the meta where it is posted, as a
@@ -45,6 +46,13 @@
 namespace hp::runtime {
 
 class Stage;
+}  // namespace hp::runtime
+
+namespace hp::comm {
+class SendQueue;
+}  // namespace hp::comm
+
+namespace hp::runtime {
 
 struct ExecutorOptions {
   // Megatron's deallocate_output_tensor: replace a sent output's storage by
@@ -104,7 +112,7 @@ class Executor {
   // receive overlaps whatever runs before.
   void set_first_stage_input_recv(int micro, comm::MessageKind kind, int stage);
   // Messages are named by (kind, stage, micro); see comm/p2p.hpp for the tags.
-  // Posts a send now (waited at the end of the step).
+  // Posts a send now (waited by the send queue, drained at the end of the step).
   void post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro);
   // Posts a receive; `spec` is required for kinds declared known (and used
   // when given), otherwise the shape comes from the meta message or from the
@@ -143,7 +151,7 @@ class Executor {
   std::map<int, at::Tensor> first_inputs_;
   std::map<int, std::pair<comm::MessageKind, int>> first_input_recvs_;
   std::unique_ptr<comm::P2P> p2p_;
-  std::vector<comm::Work> sends_;
+  std::unique_ptr<comm::SendQueue> sends_;  // with p2p_
   std::map<int, comm::Work> recvs_;
   double loss_sum_ = 0;
   std::map<int, at::Tensor> outputs_;  // forward-only: the last stage's outputs of this run

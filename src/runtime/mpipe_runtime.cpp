@@ -104,7 +104,7 @@ void MPipeRuntime::install(Executor& ex) {
   });
   ex.register_handler(ActionType::MPIPE_TRANSPOSE_BWD, [this](const Action& a) { transpose_backward(a.micro); });
   ex.register_handler(ActionType::MPIPE_GRAD_SEND, [this](const Action& a) {
-    executor_->post_send(executor_->stage(0).input_grad(a.micro), a.peer, kGrad, 0, a.micro);
+    executor_->post_send(executor_->stage(0).take_input_grad(a.micro), a.peer, kGrad, 0, a.micro);
   });
   ex.register_handler(ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD,
                       [this](const Action& a) { grad_recv_with_backward(a.micro, a.peer); });
@@ -186,7 +186,7 @@ void MPipeRuntime::transpose_forward(int micro) {
 }
 
 void MPipeRuntime::transpose_backward(int micro) {
-  const at::Tensor grad = executor_->stage(0).input_grad(micro);
+  const at::Tensor grad = executor_->stage(0).take_input_grad(micro);
   auto it = graphs_.find(micro);
   if (it != graphs_.end()) {
     torch::autograd::backward({it->second}, {grad});

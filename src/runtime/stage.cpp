@@ -54,7 +54,11 @@ void Stage::backward(int micro, const at::Tensor& grad_output) {
   inputs_.erase(micro);
 }
 
-at::Tensor Stage::input_grad(int micro) const { return find(input_grads_, micro, "input gradient", index_); }
+at::Tensor Stage::take_input_grad(int micro) {
+  at::Tensor g = find(input_grads_, micro, "input gradient", index_);
+  input_grads_.erase(micro);
+  return g;
+}
 at::Tensor Stage::input(int micro) const { return find(inputs_, micro, "input", index_); }
 at::Tensor Stage::output(int micro) const { return find(outputs_, micro, "output", index_); }
 

@@ -42,8 +42,9 @@ class Stage {
   // Backward of micro m: from the loss on the last stage, else from the
   // gradient of the output. Frees the micro's graph and output.
   void backward(int micro, const at::Tensor& grad_output = {});
-  // Gradient of the input of micro m (undefined for a data input); valid after backward(m).
-  at::Tensor input_grad(int micro) const;
+  // Gradient of the input of micro m, valid after backward(m) for an input
+  // that requires grad; the stage forgets it (it is sent or consumed once).
+  at::Tensor take_input_grad(int micro);
   at::Tensor input(int micro) const;
   at::Tensor output(int micro) const;
 

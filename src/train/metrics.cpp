@@ -37,6 +37,13 @@ std::string metrics_json_line(const StepMetrics& m) {
                                   "tokens_per_s, lr, grad_norm");
     j[name] = number(v);
   }
+  for (const auto& [name, values] : m.per_rank) {
+    if (name.empty() || j.contains(name))
+      throw std::invalid_argument("metrics: per-rank field '" + name + "' must be a non-empty name of its own");
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (double v : values) a.push_back(number(v));
+    j[name] = std::move(a);
+  }
   return j.dump();
 }
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "comm/heartbeat.hpp"
 #include "comm/mesh.hpp"
 #include "comm/process_group.hpp"
 #include "model/tensor_parallel.hpp"
@@ -24,9 +26,11 @@
 #include "train/distributed_optimizer.hpp"
 #include "train/grad_clip.hpp"
 #include "train/metrics.hpp"
+#include "runtime/tensor_memory.hpp"
 #include "train/place.hpp"
 
 namespace hp::train {
+namespace memory = runtime::tensor_memory;
 namespace {
 
 LrScheduleOptions lr_options(const TrainOptions& o) {
@@ -109,8 +113,9 @@ void TrainOptions::validate(const Task& task) const {
   if (clip_grad < 0) fail("--clip-grad must be >= 0, got " + std::to_string(clip_grad));
   if (save_interval < 0) fail("--save-interval must be >= 0");
   if (log_interval < 1) fail("--log-interval must be >= 1, got " + std::to_string(log_interval));
-  if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang" && fault.kind != "nospace")
-    fail("--inject-fault: the kind must be exit, hang or nospace, got " + fault.kind);
+  if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang" && fault.kind != "kill" &&
+      fault.kind != "stop" && fault.kind != "nospace")
+    fail("--inject-fault: the kind must be exit, hang, kill, stop or nospace, got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("--save-interval needs --save DIR");
   if (eval_interval < 0) fail("--eval-interval must be >= 0 (0 = no evaluation), got " + std::to_string(eval_interval));
   if (eval_iters < 1) fail("--eval-iters must be >= 1, got " + std::to_string(eval_iters));
@@ -172,6 +177,7 @@ void validate_checkpoint_shape(const std::string& load, const Task& task) {
 
 TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
   o.validate(task);
+  memory::install();  // before the model, so parameters count too
   const Place at = make_place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel(), task.context_parallel());
   const int rank = at.stage_rank;
   runtime::RankModel model = task.build(o.pipeline.schedule, rank, at.parallel);
@@ -255,8 +261,12 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       std::cerr << "rank " << at.world_rank << ": injected fault (" << o.fault.kind << ") at step " << step << std::endl;
       if (o.fault.kind == "hang")
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      if (o.fault.kind == "kill") std::raise(SIGKILL);
+      if (o.fault.kind == "stop") std::raise(SIGSTOP);  // every thread, the heartbeat's too
       std::_Exit(17);
     }
+    memory::reset_peak();
+    comm::note_step(step);
     const auto t0 = std::chrono::steady_clock::now();
     const comm::CommCounters before = at.pp ? at.pp->counters() : comm::CommCounters{};
     double loss = 0;
@@ -288,21 +298,6 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     // Pipeline traffic, the optimizer state kept and the model's values,
     // summed over ranks in one all-reduce (the model's then averaged over the
     // replicas).
-    const comm::CommCounters after = at.pp ? at.pp->counters() : comm::CommCounters{};
-    std::vector<double> sums = {static_cast<double>(after.bytes_sent - before.bytes_sent),
-                                static_cast<double>(after.bytes_received - before.bytes_received),
-                                static_cast<double>(optimizer.state_bytes())};
-    std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
-    mine.resize(model_metric_names.size(), 0.0);
-    for (double& v : mine) v /= at.replicas * tp_size * at.parallel.context.size;
-    sums.insert(sums.end(), mine.begin(), mine.end());
-    if (pg && pg->world_size() > 1) {
-      at::Tensor t = at::tensor(sums, at::kDouble);
-      pg->all_reduce(t);
-      sums.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-    }
-    const double bytes_sent = pg && pg->world_size() > 1 ? sums[0] : 0.0;
-    const double bytes_received = pg && pg->world_size() > 1 ? sums[1] : 0.0;
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     result.losses.push_back(loss);
     std::optional<double> val_loss;
@@ -310,9 +305,23 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       val_loss = evaluate(pipeline, task, o.eval_iters, at);
       result.eval_losses.emplace_back(step, *val_loss);
     }
-    if (at.world_rank == 0) {
-      const double tps = tokens / (ms / 1000.0);
-      progress.update(step, loss, lr, ms, tps, val_loss);
+    const double tps = tokens / (ms / 1000.0);
+    if (at.world_rank == 0) progress.update(step, loss, lr, ms, tps, val_loss);
+    // Pipeline traffic, the optimizer state kept, the model's values (averaged
+    // over the replicas) and each rank's peak tensor bytes, gathered in one
+    // collective, only for --metrics.
+    if (!o.metrics.empty()) {
+      const comm::CommCounters after = at.pp ? at.pp->counters() : comm::CommCounters{};
+      std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
+      mine.resize(model_metric_names.size(), 0.0);
+      for (double& v : mine) v /= at.replicas * tp_size * at.parallel.context.size;
+      mine.insert(mine.begin(), {static_cast<double>(after.bytes_sent - before.bytes_sent),
+                                 static_cast<double>(after.bytes_received - before.bytes_received),
+                                 static_cast<double>(optimizer.state_bytes()),
+                                 static_cast<double>(memory::peak_bytes())});
+      at::Tensor rows = at::tensor(mine, at::kDouble).unsqueeze(0);
+      if (pg && pg->world_size() > 1) rows = pg->all_gather(rows.squeeze(0));
+      const at::Tensor sums = rows.sum(0);
       if (metrics) {
         StepMetrics m;
         m.step = step;
@@ -322,10 +331,13 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         m.lr = lr;
         m.grad_norm = norm;
         m.extra["bytes_broadcast"] = static_cast<double>(bytes_broadcast);
-        m.extra["bytes_sent"] = bytes_sent;
-        m.extra["bytes_received"] = bytes_received;
-        m.extra["optimizer_state_bytes"] = sums[2];  // of every rank
-        for (size_t i = 0; i < model_metric_names.size(); ++i) m.extra[model_metric_names[i]] = sums[3 + i];
+        m.extra["bytes_sent"] = sums[0].item<double>();
+        m.extra["bytes_received"] = sums[1].item<double>();
+        m.extra["optimizer_state_bytes"] = sums[2].item<double>();  // of every rank
+        const at::Tensor peaks = rows.select(1, 3).contiguous();
+        m.per_rank["peak_bytes"].assign(peaks.data_ptr<double>(), peaks.data_ptr<double>() + peaks.numel());
+        for (size_t i = 0; i < model_metric_names.size(); ++i)
+          m.extra[model_metric_names[i]] = sums[4 + static_cast<std::int64_t>(i)].item<double>();
         if (val_loss) m.extra["val_loss"] = *val_loss;
         metrics->write(m);
       }

@@ -35,7 +35,7 @@ namespace hp::train {
 struct FaultInjection {
   int rank = -1;  // -1: none
   std::int64_t step = 0;
-  std::string kind = "exit";  // exit | hang | nospace
+  std::string kind = "exit";  // exit | hang | kill | stop (raise SIGKILL / SIGSTOP) | nospace
 };
 
 // The defaults are what `hyperpipe train` runs with no flags: a small model,

@@ -2,13 +2,18 @@
 // unpipelined loss curves agree, checkpoints move between layouts, and a
 // failing rank stops the job with its name.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "run_command.hpp"
 
@@ -42,6 +47,15 @@ TEST(TrainDist, PipelinedAndUnpipelinedAdamWCurvesAgree) {
   expect_same_curve(train("--nproc 4 --schedule 1f1b --vpp 1 --steps 4", dir + "/1f1b.jsonl"), ref);
   expect_same_curve(train("--nproc 2 --schedule interleaved --vpp 2 --steps 4", dir + "/il.jsonl"), ref);
   expect_same_curve(train("--nproc 2 --schedule gpipe --vpp 1 --steps 4", dir + "/gpipe.jsonl"), ref);
+  // Every rank's peak tensor bytes, parameters and optimizer state included.
+  for (const auto& [file, ranks] : {std::pair{"/ref.jsonl", 1}, {"/1f1b.jsonl", 4}, {"/gpipe.jsonl", 2}}) {
+    std::ifstream in(dir + file);
+    for (std::string line; std::getline(in, line);) {
+      const auto peaks = nlohmann::json::parse(line).at("peak_bytes");
+      ASSERT_EQ(peaks.size(), static_cast<size_t>(ranks)) << file << ": " << line;
+      for (const auto& p : peaks) EXPECT_GT(p.get<double>(), 10000) << file << ": " << line;
+    }
+  }
 }
 
 // The held-out loss through the forward-only schedule: every layout (1F1B,
@@ -255,27 +269,103 @@ TEST(TrainDist, HybridMhcRecipesTrainSaveAndResumeUnderAnotherLayout) {
   }
 }
 
-TEST(TrainDist, ADeadRankFailsTheJobFastAndIsNamed) {
-  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 4 --schedule 1f1b --vpp 1 --steps 5 --timeout 30 --inject-fault 2:2:exit", 120);
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("rank 2 failed"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 60) << r.output;
-}
-
-TEST(TrainDist, AHungRankMakesThePeersTimeOutNamingIt) {
-  const auto r = run_command(
-      hyperpipe() + " train" + kModel + " --nproc 2 --schedule 1f1b --vpp 1 --steps 5 --inject-fault 1:2:hang --timeout 5", 120);
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
-  EXPECT_LT(r.seconds, 60) << r.output;
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
+
+// A port nobody listens on now, for jobs started by hand.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), len);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Issue 11 part 4: rank 2 of 4 is killed (SIGKILL), stopped (SIGSTOP) or hangs
+// in its own code at step 3. Started by hand with torchrun's variables (no
+// launcher to name it), every survivor exits non-zero within --timeout + 10 s
+// and its own message names rank 2 and no other rank as the culprit.
+constexpr int kTimeout = 6;
+
+std::string survivors_message_problem(const std::string& out, const std::string& fault) {
+  const std::string verdict = fault == "hang" ? "rank 2 is alive but stuck" : "rank 2 is not responding";
+  if (out.find(verdict) == std::string::npos) return "it does not say '" + verdict + "'";
+  for (const std::string other : {"rank 0 is", "rank 1 is", "rank 3 is"})
+    if (out.find(other + " not responding") != std::string::npos || out.find(other + " alive but stuck") != std::string::npos)
+      return "it blames " + other.substr(0, 6);
+  return "";
+}
+
+TEST(TrainDist, EverySurvivorOfAKilledStoppedOrHungRankNamesItWithoutALauncher) {
+  for (const std::string fault : {"kill", "stop", "hang"}) {
+    const std::string dir = fresh_dir("fault-" + fault);
+    // Each rank timed on its own; the stopped or hung rank 2 is killed at the end.
+    std::ostringstream script;
+    script << "cd " << dir << ";"
+           << " for r in 0 1 2 3; do ( s=$(date +%s%N); RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4"
+           << " MASTER_ADDR=127.0.0.1 MASTER_PORT=" << free_port() << " OMP_NUM_THREADS=1 " << hyperpipe() << " train"
+           << kModel << " --schedule 1f1b --vpp 1 --steps 50 --timeout " << kTimeout << " --inject-fault 2:3:" << fault
+           << " --save " << dir << "/ck > r$r.log 2>&1; c=$?;"
+           << " [ $r != 2 ] && echo EXIT $r $c $(( ($(date +%s%N) - s) / 1000000 )) >> exits ) & done;"
+           << " while [ \"$(cat exits 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.2; done;"
+           << " pkill -9 -f -- '--save " << dir << "/ck'; wait\n";
+    std::ofstream(dir + "/run.sh") << script.str();
+    const auto r = run_command("bash " + dir + "/run.sh", 120);
+    const std::string exit_lines = slurp(dir + "/exits");
+    for (int rank : {0, 1, 3}) {
+      const std::string out = slurp(dir + "/r" + std::to_string(rank) + ".log");
+      std::istringstream exits(exit_lines);
+      bool seen = false;
+      for (std::string word; exits >> word;) {
+        if (word != "EXIT") continue;
+        int who = -1, code = -1;
+        double ms = 0;
+        exits >> who >> code >> ms;
+        if (who != rank) continue;
+        seen = true;
+        EXPECT_NE(code, 0) << fault << ": rank " << rank << "\n" << out;
+        EXPECT_LT(ms / 1000, kTimeout + 10) << fault << ": rank " << rank << "\n" << out;
+      }
+      EXPECT_TRUE(seen) << r.output << exit_lines;
+      const std::string problem = survivors_message_problem(out, fault);
+      EXPECT_EQ(problem, "") << fault << ": rank " << rank << "'s message:\n" << out;
+    }
+  }
+}
+
+// Under the launcher a dead rank is named by the launcher and the others are
+// stopped; a stopped rank is noticed by its peers' timeouts, and the survivors'
+// own lines (the launcher's prefix stripped) name it.
+TEST(TrainDist, UnderTheLauncherAStoppedRankIsNamedByTheSurvivorsThemselves) {
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 4 --schedule 1f1b --vpp 1 --steps 50 --timeout " +
+                                 std::to_string(kTimeout) + " --inject-fault 2:3:stop",
+                             120);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.seconds, kTimeout + 15) << r.output;
+  std::string survivors;  // what ranks 0, 1 and 3 printed themselves
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);)
+    for (const std::string prefix : {"[rank 0] ", "[rank 1] ", "[rank 3] "})
+      if (line.rfind(prefix, 0) == 0) survivors += line.substr(prefix.size()) + "\n";
+  EXPECT_NE(survivors.find("rank 2 is not responding"), std::string::npos) << r.output;
+  EXPECT_EQ(survivors_message_problem(survivors, "stop"), "") << r.output;
+  // The launcher reports a rank that died on its own.
+  const auto killed = run_command(hyperpipe() + " train" + kModel +
+                                      " --nproc 4 --schedule 1f1b --vpp 1 --steps 50 --timeout 30 --inject-fault 2:3:kill",
+                                  120);
+  EXPECT_NE(killed.output.find("hyperpipe launch: rank 2 failed with signal 9 (SIGKILL)"), std::string::npos)
+      << killed.output;
+  EXPECT_LT(killed.seconds, 30) << killed.output;
+}
+
 
 // Issue 15 item 5: a flipped byte in a shard is named before any rank starts.
 TEST(TrainDist, AFlippedByteInAShardIsNamedOnLoadBeforeAnyRankStarts) {

@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "model/counting_allocator.hpp"
+#include "runtime/tensor_memory.hpp"
 #include "model/gpt.hpp"
 #include "model/hybrid.hpp"
 #include "model/recompute.hpp"
@@ -89,12 +89,13 @@ TEST(Recompute, MhcRecomputeOnAndOffGiveTheSameNumbers) {
 TEST(Recompute, MhcRecomputeHoldsLessMemoryBetweenForwardAndBackward) {
   const auto tokens = at::randint(16, {4, 33}, at::kLong);
   std::int64_t held[2];
-  hp::testing::CountingAllocator counter;
+  namespace memory = hp::runtime::tensor_memory;
+  memory::install();
   for (int r = 0; r < 2; ++r) {
     auto m = build_reference_gpt(mhc_gpt(r == 1));
-    const std::int64_t before = counter.live();
+    const std::int64_t before = memory::live_bytes();
     const auto logits = m->forward(tokens.narrow(1, 0, 32));
-    held[r] = counter.live() - before;  // what the graph keeps for backward
+    held[r] = memory::live_bytes() - before;  // what the graph keeps for backward
     torch::autograd::backward({logits.sum()});
   }
   std::cout << "activation bytes held after forward: " << held[0] << " without mHC recompute, " << held[1]

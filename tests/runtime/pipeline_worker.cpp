@@ -5,6 +5,9 @@
 //
 //   pipeline_worker reshape learned|given
 //
+//   pipeline_worker memory SCHEDULE:MB:DEALLOC...
+//
+
 // For each case: one pipelined step in double precision, then this rank's
 // loss and the gradient of every parameter it holds are compared with the
 // single-process reference step, which every rank computes itself (same seed,
@@ -12,11 +15,17 @@
 // reads_targets). Fixed-length cases alternate between receive shapes given
 // by the model and shapes the runtime learns on the first step. Prints one
 // line per case; exits 1 on the first mismatch.
+//
+// memory: for each case, the tensor bytes this rank holds at its peak during
+// the second step above what it held before it (the first step learns the
+// shapes and allocates the gradients), printed as
+//   MEMORY <schedule> mb=<MB> dealloc=<0|1> rank <r> peak_bytes <n> output_bytes <n>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "comm/dist_env.hpp"
@@ -24,6 +33,7 @@
 #include "model/gpt_stages.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
+#include "runtime/tensor_memory.hpp"
 #include "runtime/worker_group.hpp"
 
 using namespace hp;
@@ -55,12 +65,52 @@ int reshape(comm::ProcessGroup& pg, bool given) {
   return 0;
 }
 
+int memory(comm::ProcessGroup& pg, int argc, char** argv) {
+  namespace mem = runtime::tensor_memory;
+  mem::install();
+  for (int i = 2; i < argc; ++i) {
+    std::string kind, mb, dealloc;
+    std::istringstream in(argv[i]);
+    std::getline(in, kind, ':'), std::getline(in, mb, ':'), std::getline(in, dealloc, ':');
+    runtime::PipelineOptions o;
+    if (!schedule::kind_from_name(kind, &o.schedule.kind)) throw std::invalid_argument(kind);
+    o.schedule.pp = pg.world_size();
+    o.schedule.vpp = 1;
+    o.schedule.micro_batches = std::stoi(mb);
+    o.executor.pseudo_deallocate = dealloc == "1";
+    model::GPTStagesOptions g;
+    g.config = testing::tiny_gpt_config(false, 3);
+    g.config.num_layers = 2 * pg.world_size();
+    g.config.hidden_size = 64;
+    g.config.max_seq_len = 32;
+    g.config.dtype = model::DType::Float32;
+    g.micro_batch_rows = 2, g.seq_len = 32;
+    runtime::Pipeline p(o, pg.rank(), &pg, model::build_gpt_stages(g, o.schedule, pg.rank()));
+    const auto micros = model::lm_micro_batches(
+        testing::make_micro_tokens(o.schedule.micro_batches, 2, {32}, g.config.vocab_size, 1));
+    p.step(micros);
+    pg.barrier();
+    const std::int64_t before = mem::live_bytes();
+    mem::reset_peak();
+    p.step(micros);
+    const std::int64_t peak = mem::peak_bytes() - before;
+    std::cout << "MEMORY " << kind << " mb=" << mb << " dealloc=" << dealloc << " rank " << pg.rank()
+              << " peak_bytes " << peak << " output_bytes " << 32 * 2 * 64 * 4 << std::endl;
+    pg.barrier();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "reshape") {
     auto pg = testing::join_worker_group();
     return reshape(pg, std::string(argv[2]) == "given");
+  }
+  if (argc >= 3 && std::string(argv[1]) == "memory") {
+    auto pg = testing::join_worker_group();
+    return memory(pg, argc, argv);
   }
   if (argc < 9 || (argc - 3) % 6 != 0) {
     std::cerr << "usage: pipeline_worker SCHEDULE VPP {MB TIE DEALLOC VARLEN MHC MTP}... | pipeline_worker reshape learned|given\n";

@@ -33,7 +33,7 @@ TEST(Stage, AFloatingInputBecomesALeafAndGetsTheGradientOfTheOutput) {
   const at::Tensor xr = x.clone().requires_grad_(true);
   const at::Tensor wr = lin.w.detach().clone().requires_grad_(true);
   torch::autograd::backward({at::tanh(at::matmul(xr, wr))}, {g});
-  EXPECT_TRUE(st.input_grad(0).allclose(xr.grad()));
+  EXPECT_TRUE(st.take_input_grad(0).allclose(xr.grad()));
   EXPECT_TRUE(lin.w.grad().allclose(wr.grad()));
   EXPECT_THROW(st.output(0), std::logic_error);  // released by the backward
 }
@@ -58,7 +58,7 @@ TEST(Stage, MisuseIsRefusedWithTheStageAndMicroNamed) {
     EXPECT_NE(std::string(e.what()).find("stage 2: forward of micro 3 ran twice"), std::string::npos) << e.what();
   }
   EXPECT_THROW(st.backward(3), std::logic_error);      // a middle stage needs the output gradient
-  EXPECT_THROW(st.input_grad(5), std::logic_error);    // no such micro
+  EXPECT_THROW(st.take_input_grad(5), std::logic_error);    // no such micro
   Stage none(0, false, [](const at::Tensor&, const MicroBatch&) { return at::Tensor(); });
   EXPECT_THROW(none.forward(0, MicroBatch{}, input()), std::logic_error);
 }
@@ -74,7 +74,7 @@ TEST(Stage, PseudoDeallocationFreesTheOutputAndKeepsTheGraph) {
   kept.backward(0, g);
   freed.backward(0, g);
   EXPECT_TRUE(a.w.grad().equal(b.w.grad()));
-  EXPECT_TRUE(kept.input_grad(0).equal(freed.input_grad(0)));
+  EXPECT_TRUE(kept.take_input_grad(0).equal(freed.take_input_grad(0)));
 }
 
 TEST(Stage, WithoutInputGradientTheInputStaysData) {
@@ -84,7 +84,7 @@ TEST(Stage, WithoutInputGradientTheInputStaysData) {
   const at::Tensor out = st.forward(0, MicroBatch{}, input());
   st.set_loss(0, out.sum());
   st.backward(0);
-  EXPECT_THROW(st.input_grad(0), std::logic_error);
+  EXPECT_THROW(st.take_input_grad(0), std::logic_error);
   EXPECT_TRUE(lin.w.grad().defined());
 }
 

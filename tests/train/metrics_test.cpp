@@ -52,6 +52,7 @@ TEST(Metrics, LinesParseAsJsonAndAreFlushedPerLine) {
     m.lr = 3e-4 * s;
     m.grad_norm = 0.5;
     m.extra = {{"mfu", 0.4}, {"bubble", 0.125}};
+    m.per_rank["peak_bytes"] = {1024.0 * s, 512.0};
     w.write(m);
     // Flushed: readable while the writer is still open.
     EXPECT_EQ(lines_of(path).size(), static_cast<size_t>(s));
@@ -68,6 +69,7 @@ TEST(Metrics, LinesParseAsJsonAndAreFlushedPerLine) {
     EXPECT_DOUBLE_EQ(j.at("grad_norm").get<double>(), 0.5);
     EXPECT_DOUBLE_EQ(j.at("mfu").get<double>(), 0.4);
     EXPECT_DOUBLE_EQ(j.at("bubble").get<double>(), 0.125);
+    EXPECT_EQ(j.at("peak_bytes"), nlohmann::json::array({1024.0 * s, 512.0}));
   }
   EXPECT_EQ(lines[0].rfind("{\"step\":1,\"loss\":", 0), 0u) << lines[0];  // standard keys first
 }
@@ -96,6 +98,9 @@ TEST(Metrics, RejectsBadInput) {
   m.extra["loss"] = 1.0;
   EXPECT_THROW(metrics_json_line(m), std::invalid_argument);
   m.extra = {{"", 1.0}};
+  EXPECT_THROW(metrics_json_line(m), std::invalid_argument);
+  m.extra = {{"peak_bytes", 1.0}};
+  m.per_rank["peak_bytes"] = {1.0};
   EXPECT_THROW(metrics_json_line(m), std::invalid_argument);
   try {
     MetricsWriter w("/nonexistent_dir_hp/x.jsonl");

@@ -1,0 +1,41 @@
+#include "runtime/tensor_memory.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+#include <gtest/gtest.h>
+
+namespace memory = hp::runtime::tensor_memory;
+
+TEST(TensorMemory, CountsLiveAndPeakBytesOfTensors) {
+  memory::install();
+  ASSERT_TRUE(memory::installed());
+  const std::int64_t before = memory::live_bytes();
+  memory::reset_peak();
+  {
+    const at::Tensor a = at::empty({1000}, at::kFloat);
+    EXPECT_EQ(memory::live_bytes() - before, 4000);
+    {
+      const at::Tensor b = at::empty({250}, at::kDouble);
+      EXPECT_EQ(memory::live_bytes() - before, 6000);
+    }
+    EXPECT_EQ(memory::live_bytes() - before, 4000);
+  }
+  EXPECT_EQ(memory::live_bytes(), before);
+  EXPECT_EQ(memory::peak_bytes() - before, 6000);
+  memory::reset_peak();
+  EXPECT_EQ(memory::peak_bytes(), memory::live_bytes());
+}
+
+TEST(TensorMemory, RawAllocationsAreCountedAndAligned) {
+  memory::install();
+  c10::Allocator* a = c10::GetCPUAllocator();
+  const std::int64_t before = memory::live_bytes();
+  void* p = a->raw_allocate(100);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u);
+  EXPECT_EQ(memory::live_bytes() - before, 100);
+  a->raw_deallocate(p);
+  EXPECT_EQ(memory::live_bytes(), before);
+  // Kernels that use raw scratch buffers still run.
+  const at::Tensor x = at::randn({64, 4096});
+  EXPECT_TRUE(at::gelu(x).allclose(0.5 * x * (1 + at::erf(x / std::sqrt(2.0))), 1e-5, 1e-6));
+}
