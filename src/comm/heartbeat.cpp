@@ -155,6 +155,7 @@ struct Heartbeat::State {
   }
 
   bool woken = false;
+  bool exited = false;  // the beat thread has left its loop
 
   void beat_loop() {
     std::unique_lock<std::mutex> lock(mu);
@@ -169,6 +170,8 @@ struct Heartbeat::State {
       lock.lock();
       cv.wait_for(lock, interval, [this] { return stop || woken; });
     }
+    exited = true;
+    cv.notify_all();
   }
 };
 
@@ -239,11 +242,12 @@ Heartbeat::~Heartbeat() {
     std::lock_guard<std::mutex> lock(board.mu);
     board.wake = nullptr;
   }
-  {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    state_->stop = true;
-  }
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->stop = true;
   state_->cv.notify_all();
+  // A beat in progress ends before the process goes on to exit, unless the
+  // store no longer answers it.
+  state_->cv.wait_for(lock, state_->interval + Ms(1000), [this] { return state_->exited; });
 }
 
 void Heartbeat::report_failure(const std::string& error) {
