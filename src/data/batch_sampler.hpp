@@ -21,9 +21,14 @@ struct Batch {
   int batch_size = 0;
   int seq_len = 0;
   std::vector<std::int64_t> tokens;
+  std::int64_t tokens_read = 0;  // taken from the source (the rows read)
 };
 
 // Throws std::invalid_argument when the source is shorter than seq_len + 1.
-Batch sample_batch(const TokenSource& src, const BatchOptions& o, std::int64_t step);
+// With `rows` (batch_size flags), only the rows flagged are read from the
+// source; the others stay 0. Every row's position is drawn either way, so a
+// row holds the same tokens whichever rows are read.
+Batch sample_batch(const TokenSource& src, const BatchOptions& o, std::int64_t step,
+                   const std::vector<bool>* rows = nullptr);
 
 }  // namespace hp::data

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace hp::runtime {
@@ -21,6 +22,20 @@ struct MicroBatch {
   // transported (a VL model's caption tokens on stage 0).
   at::Tensor extra;
 };
+
+// Which parts of a step's micro-batches one rank reads (Pipeline::reads()):
+// the input of input_micros (stage 0's rank, or under MPipe each micro-batch's
+// owner), every target when `targets` (the last stage's rank), every `extra`
+// when `extra` (stage 0's rank). A data source fills only these and reads
+// nothing else, so a middle rank loads no data at all.
+struct Reads {
+  std::vector<int> input_micros;
+  bool targets = false;
+  bool extra = false;
+};
+
+// Bytes of the tensors defined in the micro-batches (what a rank loaded).
+std::int64_t bytes_of(const std::vector<MicroBatch>& micros);
 
 // Throws std::invalid_argument when n < 1 or n > the batch size ("8
 // micro-batches need a batch of at least 8 rows along dim 0, got 4").

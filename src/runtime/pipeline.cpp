@@ -183,6 +183,8 @@ std::vector<int> Pipeline::input_micros() const {
 
 bool Pipeline::reads_targets() const { return rank_ == options_.schedule.pp - 1; }
 
+Reads Pipeline::reads() const { return Reads{input_micros(), reads_targets(), rank_ == 0}; }
+
 std::vector<double> Pipeline::loss_weights(const std::vector<MicroBatch>& micros, bool required,
                                            double* tokens) const {
   const int mb = options_.schedule.micro_batches;

@@ -109,6 +109,9 @@ class Pipeline {
   std::vector<int> input_micros() const;
   // Whether this rank holds the last stage, whose loss reads the targets.
   bool reads_targets() const;
+  // All of the above, and whether this rank reads the micro-batches' extra
+  // data (it holds stage 0).
+  Reads reads() const;
 
   // This rank's parameters by global name, each once (the preprocess on rank 0 only).
   std::map<std::string, at::Tensor> named_parameters() const;

@@ -40,14 +40,12 @@ runtime::RankModel GptTask::build(const schedule::ScheduleOptions& layout, int r
   return model::build_gpt_stages(s, layout, rank);
 }
 
-std::vector<runtime::MicroBatch> GptTask::batch(std::int64_t index, int micro_batches,
-                                                const std::vector<int>& input_micros, bool targets) const {
-  return data_.batch(index, micro_batches, input_micros, targets, options_.model.seed);
+std::vector<runtime::MicroBatch> GptTask::batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const {
+  return data_.batch(index, micro_batches, reads, options_.model.seed);
 }
 
-std::vector<runtime::MicroBatch> GptTask::eval_batch(std::int64_t index, int micro_batches,
-                                                  const std::vector<int>& input_micros, bool targets) const {
-  return data_.eval_batch(index, micro_batches, input_micros, targets, options_.model.seed);
+std::vector<runtime::MicroBatch> GptTask::eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const {
+  return data_.eval_batch(index, micro_batches, reads, options_.model.seed);
 }
 
 bool GptTask::has_eval_data() const { return data_.has_eval_data(); }

@@ -28,10 +28,8 @@ class GptTask : public Task {
   int tensor_parallel() const override { return options_.model.tensor_parallel.size; }
   int context_parallel() const override { return options_.model.context_parallel.size; }
   std::optional<MemoryEstimate> memory_estimate(const schedule::ScheduleOptions& layout) const override;
-  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
-                                         bool targets) const override;
-  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
-                                              const std::vector<int>& input_micros, bool targets) const override;
+  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
+  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
   bool has_eval_data() const override;
   std::string checkpoint_metadata() const override;
   std::string describe() const override;

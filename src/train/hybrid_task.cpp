@@ -29,14 +29,12 @@ runtime::RankModel HybridTask::build(const schedule::ScheduleOptions& layout, in
   return model::build_hybrid_stages(s, layout, rank);
 }
 
-std::vector<runtime::MicroBatch> HybridTask::batch(std::int64_t index, int micro_batches,
-                                                   const std::vector<int>& input_micros, bool targets) const {
-  return data_.batch(index, micro_batches, input_micros, targets, options_.model.base.seed);
+std::vector<runtime::MicroBatch> HybridTask::batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const {
+  return data_.batch(index, micro_batches, reads, options_.model.base.seed);
 }
 
-std::vector<runtime::MicroBatch> HybridTask::eval_batch(std::int64_t index, int micro_batches,
-                                                  const std::vector<int>& input_micros, bool targets) const {
-  return data_.eval_batch(index, micro_batches, input_micros, targets, options_.model.base.seed);
+std::vector<runtime::MicroBatch> HybridTask::eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const {
+  return data_.eval_batch(index, micro_batches, reads, options_.model.base.seed);
 }
 
 bool HybridTask::has_eval_data() const { return data_.has_eval_data(); }

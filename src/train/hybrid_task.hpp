@@ -23,10 +23,8 @@ class HybridTask : public Task {
   runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank,
                            const model::ModelParallel& parallel) const override;
   int tensor_parallel() const override { return options_.model.base.tensor_parallel.size; }
-  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
-                                         bool targets) const override;
-  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
-                                              const std::vector<int>& input_micros, bool targets) const override;
+  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
+  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
   bool has_eval_data() const override;
   std::string checkpoint_metadata() const override;
   std::string describe() const override;

@@ -1,5 +1,7 @@
 #include "train/lm_data.hpp"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include <stdexcept>
@@ -65,32 +67,36 @@ void LmData::validate(int vocab, int positions, int mtp_depth) const {
 }
 
 std::vector<runtime::MicroBatch> LmData::sample(const data::TokenSource& source, std::int64_t index,
-                                                int micro_batches, const std::vector<int>& input_micros, bool targets,
+                                                int micro_batches, const runtime::Reads& reads,
                                                 std::uint64_t seed) const {
   data::BatchOptions b;
-  b.batch_size = options_.micro_batch_size * micro_batches;
+  const int rows = options_.micro_batch_size;
+  b.batch_size = rows * micro_batches;
   b.seq_len = options_.seq_len;
   b.seed = seed;
-  const data::Batch batch = data::sample_batch(source, b, index);
+  // Only the rows of the micro-batches this rank reads come from the source.
+  std::vector<bool> read(static_cast<std::size_t>(b.batch_size), reads.targets);
+  for (int m : reads.input_micros) std::fill(read.begin() + m * rows, read.begin() + (m + 1) * rows, true);
+  if (std::find(read.begin(), read.end(), true) == read.end()) return std::vector<runtime::MicroBatch>(micro_batches);
+  const data::Batch batch = data::sample_batch(source, b, index, &read);
+  tokens_read_ += batch.tokens_read;
   const at::Tensor tokens = at::tensor(batch.tokens, at::kLong).view({batch.batch_size, batch.seq_len + 1});
   auto micros = model::lm_micro_batches(runtime::split_microbatches(tokens, micro_batches));
-  keep_what_is_read(micros, input_micros, targets);
+  keep_what_is_read(micros, reads);
   return micros;
 }
 
 std::vector<runtime::MicroBatch> LmData::batch(std::int64_t index, int micro_batches,
-                                               const std::vector<int>& input_micros, bool targets,
-                                               std::uint64_t seed) const {
-  return sample(*train_, index, micro_batches, input_micros, targets, seed);
+                                               const runtime::Reads& reads, std::uint64_t seed) const {
+  return sample(*train_, index, micro_batches, reads, seed);
 }
 
 std::vector<runtime::MicroBatch> LmData::eval_batch(std::int64_t index, int micro_batches,
-                                                    const std::vector<int>& input_micros, bool targets,
-                                                    std::uint64_t seed) const {
+                                                    const runtime::Reads& reads, std::uint64_t seed) const {
   if (!eval_)
     throw std::invalid_argument("--eval-interval needs held-out data: --data " + options_.data +
                                 " has none of its own; give --eval-data PATH");
-  return sample(*eval_, index, micro_batches, input_micros, targets, seed ^ kHeldOutSeedMix);
+  return sample(*eval_, index, micro_batches, reads, seed ^ kHeldOutSeedMix);
 }
 
 std::string LmData::describe() const {

@@ -10,6 +10,7 @@
 // tokens of any source (and is required for file --data to evaluate).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,22 +42,25 @@ class LmData {
   // std::invalid_argument naming the flag.
   void validate(int vocab, int positions, int mtp_depth = 0) const;
   // Only what the rank reads is kept (train::keep_what_is_read).
-  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
-                                         bool targets, std::uint64_t seed) const;
+  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const runtime::Reads& reads,
+                                         std::uint64_t seed) const;
   // Held-out batch `index`, the same at every evaluation; throws
   // std::invalid_argument naming --eval-data when there is no held-out data.
-  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
-                                              const std::vector<int>& input_micros, bool targets,
+  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads,
                                               std::uint64_t seed) const;
   bool has_eval_data() const { return eval_ != nullptr; }
+  // Tokens taken from the sources so far (by batch and eval_batch): a rank
+  // that reads nothing of a batch takes none.
+  std::int64_t tokens_read() const { return tokens_read_; }
   const LmDataOptions& options() const { return options_; }
   // "micro-batch-size=2 seq-len=32", for banners.
   std::string describe() const;
 
  private:
   std::vector<runtime::MicroBatch> sample(const data::TokenSource& source, std::int64_t index, int micro_batches,
-                                          const std::vector<int>& input_micros, bool targets, std::uint64_t seed) const;
+                                          const runtime::Reads& reads, std::uint64_t seed) const;
 
+  mutable std::atomic<std::int64_t> tokens_read_{0};
   LmDataOptions options_;
   std::shared_ptr<const data::TokenSource> train_;
   std::shared_ptr<const data::TokenSource> eval_;  // null: no held-out data

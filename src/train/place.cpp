@@ -48,9 +48,9 @@ Place make_place(comm::ProcessGroup* world, int pp, int dp, int tp, int cp) {
 std::vector<runtime::MicroBatch> replica_batch(const Task& task, Fetch fetch, std::int64_t index,
                                                const runtime::Pipeline& pipeline, const Place& at) {
   const int mb = pipeline.options().schedule.micro_batches;
-  std::vector<int> reads;
-  for (int m : pipeline.input_micros()) reads.push_back(at.replica * mb + m);
-  auto global = (task.*fetch)(index, at.replicas * mb, reads, pipeline.reads_targets());
+  runtime::Reads reads = pipeline.reads();
+  for (int& m : reads.input_micros) m += at.replica * mb;
+  auto global = (task.*fetch)(index, at.replicas * mb, reads);
   return std::vector<runtime::MicroBatch>(std::make_move_iterator(global.begin() + at.replica * mb),
                                           std::make_move_iterator(global.begin() + (at.replica + 1) * mb));
 }

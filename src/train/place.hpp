@@ -43,7 +43,7 @@ struct Place {
 Place make_place(comm::ProcessGroup* world, int pp, int dp, int tp, int cp);
 
 // Which of a Task's batch functions to read (Task::batch or Task::eval_batch).
-using Fetch = std::vector<runtime::MicroBatch> (Task::*)(std::int64_t, int, const std::vector<int>&, bool) const;
+using Fetch = std::vector<runtime::MicroBatch> (Task::*)(std::int64_t, int, const runtime::Reads&) const;
 
 // This replica's micro-batches of batch `index`: its slice of the global
 // batch of every replica's, filled where this rank reads.

@@ -4,11 +4,12 @@
 
 namespace hp::train {
 
-void keep_what_is_read(std::vector<runtime::MicroBatch>& micros, const std::vector<int>& input_micros, bool targets) {
-  const std::set<int> read(input_micros.begin(), input_micros.end());
+void keep_what_is_read(std::vector<runtime::MicroBatch>& micros, const runtime::Reads& reads) {
+  const std::set<int> read(reads.input_micros.begin(), reads.input_micros.end());
   for (size_t m = 0; m < micros.size(); ++m) {
     if (!read.count(static_cast<int>(m))) micros[m].input = at::Tensor();
-    if (!targets) micros[m].target = at::Tensor();
+    if (!reads.targets) micros[m].target = at::Tensor();
+    if (!reads.extra) micros[m].extra = at::Tensor();
   }
 }
 

@@ -39,16 +39,14 @@ class Task {
   virtual int tensor_parallel() const { return 1; }
   virtual int context_parallel() const { return 1; }
   // Batch `index` as `micro_batches` micro-batches, filled only where this
-  // rank reads (runtime::Pipeline::input_micros / reads_targets); `extra`
-  // wherever the task's stages use it. With data parallelism this is the
-  // global batch of every replica's micro-batches (replica d's are
-  // [d * mb, (d + 1) * mb)) and input_micros index into it.
-  virtual std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches,
-                                                 const std::vector<int>& input_micros, bool targets) const = 0;
+  // rank reads (runtime::Pipeline::reads()), reading nothing else from its
+  // source. With data parallelism this is the global batch of every
+  // replica's micro-batches (replica d's are [d * mb, (d + 1) * mb)) and
+  // reads.input_micros index into it.
+  virtual std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const = 0;
   // Held-out batch `index` (the same batches at every evaluation, never a
   // training batch), filled like batch(). Only called when has_eval_data().
-  virtual std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
-                                                      const std::vector<int>& input_micros, bool targets) const = 0;
+  virtual std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const = 0;
   virtual bool has_eval_data() const = 0;
   // What one rank of `layout` will hold (train/memory_estimate.hpp), or
   // nullopt where the task cannot tell; plain AdamW state assumed.
@@ -67,8 +65,8 @@ class Task {
 // they come from their own stream and never repeat a training batch's draw.
 inline constexpr std::uint64_t kHeldOutSeedMix = 0x6576616c2d736574ULL;
 
-// Clears what a rank does not read: the input outside input_micros, the
-// targets unless `targets` (a task that samples whole batches calls it last).
-void keep_what_is_read(std::vector<runtime::MicroBatch>& micros, const std::vector<int>& input_micros, bool targets);
+// Clears what a rank does not read: the input outside reads.input_micros, the
+// targets unless reads.targets, the extra data unless reads.extra.
+void keep_what_is_read(std::vector<runtime::MicroBatch>& micros, const runtime::Reads& reads);
 
 }  // namespace hp::train

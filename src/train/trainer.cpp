@@ -272,10 +272,13 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     double loss = 0;
     std::int64_t tokens = 0;
     std::uint64_t bytes_broadcast = 0;
+    std::int64_t bytes_loaded = 0;
     for (int a = 0; a < o.grad_accum; ++a) {
       const std::int64_t index = (step - 1) * o.grad_accum + a;
       // One average over the replicas per optimizer step, after the last accumulation.
-      const auto r = pipeline.step(replica_batch(task, &Task::batch, index, pipeline, at), a == o.grad_accum - 1);
+      const auto micros = replica_batch(task, &Task::batch, index, pipeline, at);
+      bytes_loaded += runtime::bytes_of(micros);
+      const auto r = pipeline.step(micros, a == o.grad_accum - 1);
       loss += r.loss / o.grad_accum;
       tokens += r.tokens;
       bytes_broadcast += r.bytes_broadcast;
@@ -295,9 +298,6 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     const double lr = lr_at(lr_opts, step - 1);
     optimizer.step(lr);
     pipeline.zero_grad();  // also the MPipe replicas, which the optimizer does not hold
-    // Pipeline traffic, the optimizer state kept and the model's values,
-    // summed over ranks in one all-reduce (the model's then averaged over the
-    // replicas).
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     result.losses.push_back(loss);
     std::optional<double> val_loss;
@@ -308,8 +308,8 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     const double tps = tokens / (ms / 1000.0);
     if (at.world_rank == 0) progress.update(step, loss, lr, ms, tps, val_loss);
     // Pipeline traffic, the optimizer state kept, the model's values (averaged
-    // over the replicas) and each rank's peak tensor bytes, gathered in one
-    // collective, only for --metrics.
+    // over the replicas), each rank's peak tensor bytes and the data bytes it
+    // loaded, gathered in one collective, only for --metrics.
     if (!o.metrics.empty()) {
       const comm::CommCounters after = at.pp ? at.pp->counters() : comm::CommCounters{};
       std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
@@ -318,7 +318,8 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       mine.insert(mine.begin(), {static_cast<double>(after.bytes_sent - before.bytes_sent),
                                  static_cast<double>(after.bytes_received - before.bytes_received),
                                  static_cast<double>(optimizer.state_bytes()),
-                                 static_cast<double>(memory::peak_bytes())});
+                                 static_cast<double>(memory::peak_bytes()),
+                                 static_cast<double>(bytes_loaded)});
       at::Tensor rows = at::tensor(mine, at::kDouble).unsqueeze(0);
       if (pg && pg->world_size() > 1) rows = pg->all_gather(rows.squeeze(0));
       const at::Tensor sums = rows.sum(0);
@@ -334,10 +335,12 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         m.extra["bytes_sent"] = sums[0].item<double>();
         m.extra["bytes_received"] = sums[1].item<double>();
         m.extra["optimizer_state_bytes"] = sums[2].item<double>();  // of every rank
-        const at::Tensor peaks = rows.select(1, 3).contiguous();
-        m.per_rank["peak_bytes"].assign(peaks.data_ptr<double>(), peaks.data_ptr<double>() + peaks.numel());
+        for (const auto& [name, column] : {std::pair{"peak_bytes", 3}, {"bytes_loaded", 4}}) {
+          const at::Tensor values = rows.select(1, column).contiguous();
+          m.per_rank[name].assign(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
+        }
         for (size_t i = 0; i < model_metric_names.size(); ++i)
-          m.extra[model_metric_names[i]] = sums[4 + static_cast<std::int64_t>(i)].item<double>();
+          m.extra[model_metric_names[i]] = sums[5 + static_cast<std::int64_t>(i)].item<double>();
         if (val_loss) m.extra["val_loss"] = *val_loss;
         metrics->write(m);
       }

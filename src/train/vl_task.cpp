@@ -43,11 +43,11 @@ runtime::RankModel VlTask::build(const schedule::ScheduleOptions& layout, int ra
 }
 
 std::vector<runtime::MicroBatch> VlTask::sample(std::uint64_t seed, std::int64_t index, int micro_batches,
-                                                const std::vector<int>& input_micros, bool targets) const {
+                                                const runtime::Reads& reads) const {
   const int rows = options_.micro_batch_size;
   const int s = options_.vision.image_size;
   const auto dtype = options_.text.dtype == model::DType::Float64 ? at::kDouble : at::kFloat;
-  const std::set<int> read(input_micros.begin(), input_micros.end());
+  const std::set<int> read(reads.input_micros.begin(), reads.input_micros.end());
   std::vector<at::Tensor> captions, images;
   for (int m = 0; m < micro_batches; ++m) {
     const std::int64_t first = (index * micro_batches + m) * rows;
@@ -57,18 +57,16 @@ std::vector<runtime::MicroBatch> VlTask::sample(std::uint64_t seed, std::int64_t
                                       : at::tensor(b.images, at::kFloat).view({rows, data::kVLChannels, s, s}).to(dtype));
   }
   auto micros = model::vl_micro_batches(captions, images);
-  keep_what_is_read(micros, input_micros, targets);
+  keep_what_is_read(micros, reads);
   return micros;
 }
 
-std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_batches,
-                                               const std::vector<int>& input_micros, bool targets) const {
-  return sample(options_.text.seed, index, micro_batches, input_micros, targets);
+std::vector<runtime::MicroBatch> VlTask::batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const {
+  return sample(options_.text.seed, index, micro_batches, reads);
 }
 
-std::vector<runtime::MicroBatch> VlTask::eval_batch(std::int64_t index, int micro_batches,
-                                                    const std::vector<int>& input_micros, bool targets) const {
-  return sample(options_.text.seed ^ kHeldOutSeedMix, index, micro_batches, input_micros, targets);
+std::vector<runtime::MicroBatch> VlTask::eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const {
+  return sample(options_.text.seed ^ kHeldOutSeedMix, index, micro_batches, reads);
 }
 
 bool VlTask::has_eval_data() const { return true; }

@@ -26,10 +26,8 @@ class VlTask : public Task {
   void validate(const schedule::ScheduleOptions& layout) const override;
   runtime::RankModel build(const schedule::ScheduleOptions& layout, int rank,
                            const model::ModelParallel& parallel) const override;
-  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const std::vector<int>& input_micros,
-                                         bool targets) const override;
-  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches,
-                                              const std::vector<int>& input_micros, bool targets) const override;
+  std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
+  std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
   bool has_eval_data() const override;
   std::string checkpoint_metadata() const override;
   std::string describe() const override;
@@ -39,7 +37,7 @@ class VlTask : public Task {
 
  private:
   std::vector<runtime::MicroBatch> sample(std::uint64_t seed, std::int64_t index, int micro_batches,
-                                          const std::vector<int>& input_micros, bool targets) const;
+                                          const runtime::Reads& reads) const;
   model::VLStagesOptions stages() const;
 
   VlTaskOptions options_;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,16 @@ void expect_same_curve(const std::vector<std::pair<long, double>>& a, const std:
   }
 }
 
+// A per-rank field of the last line of a --metrics file.
+std::vector<double> last_per_rank(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  return nlohmann::json::parse(last).at(key).get<std::vector<double>>();
+}
+
+double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
 TEST(TrainDist, PipelinedAndUnpipelinedAdamWCurvesAgree) {
   const std::string dir = fresh_dir("curve");
   const auto ref = train("--nproc 1 --schedule no-pipelining --vpp 1 --steps 4", dir + "/ref.jsonl");
@@ -56,6 +67,12 @@ TEST(TrainDist, PipelinedAndUnpipelinedAdamWCurvesAgree) {
       for (const auto& p : peaks) EXPECT_GT(p.get<double>(), 10000) << file << ": " << line;
     }
   }
+  // Each rank reads only the data it consumes (4 micro-batches of 16 tokens,
+  // 8 bytes each): stage 0's rank the inputs, the last stage's the labels, the
+  // middle ranks nothing.
+  EXPECT_EQ(last_per_rank(dir + "/ref.jsonl", "bytes_loaded"), (std::vector<double>{1024}));
+  EXPECT_EQ(last_per_rank(dir + "/1f1b.jsonl", "bytes_loaded"), (std::vector<double>{512, 0, 0, 512}));
+  EXPECT_EQ(last_per_rank(dir + "/il.jsonl", "bytes_loaded"), (std::vector<double>{512, 512}));
 }
 
 // The held-out loss through the forward-only schedule: every layout (1F1B,
@@ -76,6 +93,9 @@ TEST(TrainDist, HeldOutLossIsTheSameUnderEveryLayout) {
     const std::string metrics = dir + "/" + std::to_string(std::hash<std::string>()(layout)) + ".jsonl";
     expect_same_curve(train(layout + eval, metrics), ref);
     expect_same_curve(read_losses(metrics, "val_loss"), ref_val);
+    // MPipe: each owner reads the inputs of its own micro-batch (one each), the last rank the labels too.
+    if (layout.find("mpipe") != std::string::npos)
+      EXPECT_EQ(last_per_rank(metrics, "bytes_loaded"), (std::vector<double>{128, 128, 128, 640}));
   }
 }
 
@@ -90,6 +110,14 @@ TEST(TrainDist, TiedEmbeddingsWithAccumulationFollowTheUnsplitCurve) {
   const std::string vl = " --model vl --vision-layers 1 --vocab 17 --image-size 8 --layers 2" + common;
   const auto vl_ref = train("--nproc 1 --schedule no-pipelining" + vl, dir + "/vl_ref.jsonl");
   expect_same_curve(train("--nproc 2 --schedule 1f1b" + vl, dir + "/vl_pp2.jsonl"), vl_ref);
+  // Every image, caption and label is made once, by the rank that uses it:
+  // under MPipe each image by its micro-batch's owner.
+  expect_same_curve(train("--nproc 2 --schedule mpipe --vpp 1 --transpose-layers 1" + vl, dir + "/vl_mpipe.jsonl"), vl_ref);
+  const auto one = last_per_rank(dir + "/vl_ref.jsonl", "bytes_loaded"), pp2 = last_per_rank(dir + "/vl_pp2.jsonl", "bytes_loaded"),
+             mpipe = last_per_rank(dir + "/vl_mpipe.jsonl", "bytes_loaded");
+  EXPECT_EQ(sum(pp2), sum(one));
+  EXPECT_EQ(sum(mpipe), sum(one));
+  EXPECT_GT(mpipe[1], pp2[1]);  // rank 1 makes the images of the micro-batches it owns
 }
 
 // Data, tensor and context parallelism (--dp, --tp, --cp): replicas of a

@@ -94,3 +94,21 @@ TEST(BatchSampler, DependsOnlyOnSeedAndStep) {
 
 }  // namespace
 }  // namespace hp::data
+
+TEST(BatchSampler, ReadsOnlyTheFlaggedRowsAndTheSameTokensInThem) {
+  const auto src = hp::data::embedded_corpus(10000, 0);
+  hp::data::BatchOptions o;
+  o.batch_size = 4;
+  o.seq_len = 8;
+  const auto all = hp::data::sample_batch(*src, o, 3);
+  const std::vector<bool> rows = {false, true, false, true};
+  const auto some = hp::data::sample_batch(*src, o, 3, &rows);
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 9; ++j) {
+      const auto got = some.tokens[static_cast<size_t>(r * 9 + j)];
+      EXPECT_EQ(got, rows[r] ? all.tokens[static_cast<size_t>(r * 9 + j)] : 0) << "row " << r << " token " << j;
+    }
+  EXPECT_NE(all.tokens, some.tokens);
+  const std::vector<bool> wrong = {true};
+  EXPECT_THROW(hp::data::sample_batch(*src, o, 3, &wrong), std::invalid_argument);
+}

@@ -1,0 +1,38 @@
+#include "train/lm_data.hpp"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+namespace hp::train {
+namespace {
+
+// A rank takes from the data source only the rows of what it reads (spec
+// decision D4): a middle rank nothing, stage 0's rank the rows of its
+// micro-batches' inputs, the last stage's rank every row for the labels.
+TEST(LmData, ARankReadsOnlyTheRowsOfWhatItConsumes) {
+  LmDataOptions o;
+  o.micro_batch_size = 2;
+  o.seq_len = 8;
+  LmData data(o);
+  const std::int64_t window = o.seq_len + 1;
+  auto read = [&](const runtime::Reads& reads) {
+    const std::int64_t before = data.tokens_read();
+    const auto micros = data.batch(5, 4, reads, 7);
+    EXPECT_EQ(micros.size(), 4u);
+    return data.tokens_read() - before;
+  };
+  EXPECT_EQ(read({}), 0);
+  EXPECT_EQ(read({{1, 3}, false, false}), 2 * o.micro_batch_size * window);
+  EXPECT_EQ(read({{}, true, false}), 4 * o.micro_batch_size * window);
+  // What is read is what the whole batch holds there.
+  const auto whole = data.batch(5, 4, {{0, 1, 2, 3}, true, false}, 7);
+  const auto mine = data.batch(5, 4, {{2}, false, false}, 7);
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_EQ(mine[m].input.defined(), m == 2);
+    EXPECT_FALSE(mine[m].target.defined());
+  }
+  EXPECT_TRUE(mine[2].input.equal(whole[2].input));
+}
+
+}  // namespace
+}  // namespace hp::train
