@@ -93,6 +93,8 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
     return std::make_unique<train::HybridTask>(h);
   }
   if (a.model_name == "vl") {
+    if (data.variable_seq_len)
+      throw std::invalid_argument("--variable-seq-len: --model vl's captions have one length; it applies to --model gpt and hybrid");
     if (data.data != "embedded")
       throw std::invalid_argument("--data " + data.data +
                                   ": --model vl trains on its own synthetic captioned images; drop --data");
@@ -131,6 +133,7 @@ Job resolve(const TrainArgs& a, int world) {
   if (a.overflow != "full" && a.overflow != "min")
     throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
   s.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
+  o.pipeline.executor.variable_seq_len = a.data.variable_seq_len;
   auto dtype = model::dtype_from_name(a.dtype);
   if (!dtype) throw std::invalid_argument("--dtype " + a.dtype + ": allowed: float32, float64");
   if (!a.fault.empty()) {
@@ -258,6 +261,8 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--vision-heads", v.num_attention_heads, "vl: tower attention heads")->capture_default_str();
   cmd->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch")->capture_default_str();
   cmd->add_option("--seq-len", a->data.seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
+  cmd->add_flag("--variable-seq-len", a->data.variable_seq_len,
+                "each micro-batch's sequences get their own length in [seq-len/2, seq-len]; shapes travel with every message");
   cmd->add_option("--layers", m.num_layers, "transformer layers")->capture_default_str();
   cmd->add_option("--layers-per-stage", a->layers_per_stage, "explicit layer counts per global stage, e.g. 3,1,2,2");
   cmd->add_option("--hidden", m.hidden_size, "hidden size")->capture_default_str();

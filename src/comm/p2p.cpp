@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -186,6 +187,54 @@ P2P::Meta P2P::decode_meta(const at::Tensor& meta) {
   return out;
 }
 
+// A receive whose shape comes in a meta message: the meta's receive is posted
+// at once; wait() waits for it, allocates the tensor, posts the data's
+// receive and waits for that (the sender posted both sends without waiting).
+class MetaRecvWork final : public detail::WorkImpl {
+ public:
+  MetaRecvWork(ProcessGroup* group, at::Tensor buffer, Work meta, int peer, int tag, int meta_tag)
+      : group_(group), buffer_(std::move(buffer)), meta_(std::move(meta)), peer_(peer), tag_(tag), meta_tag_(meta_tag) {}
+
+  void wait() override {
+    if (error_) std::rethrow_exception(error_);
+    if (done_) return;
+    try {
+      meta_.wait();
+      if (!data_) {
+        P2P::Meta meta;
+        try {
+          meta = P2P::decode_meta(buffer_);
+        } catch (const std::invalid_argument& e) {
+          throw CommError("rank " + std::to_string(group_->global_rank(group_->rank())) + ": recv " +
+                              describe_tag(tag_) + " from rank " + std::to_string(group_->global_rank(peer_)) + ": " +
+                              e.what(),
+                          group_->rank(), peer_, "recv", meta_tag_, false);
+        }
+        at::Tensor out = at::empty(meta.sizes, at::TensorOptions().dtype(meta.dtype));
+        data_ = out.numel() == 0 ? Work::ready(out) : group_->irecv(out, peer_, tag_, describe_tag(tag_));
+        result_ = out;
+      }
+      data_->wait();
+    } catch (...) {
+      error_ = std::current_exception();
+      throw;
+    }
+    done_ = true;
+  }
+  bool is_completed() override { return done_ || error_; }
+  at::Tensor tensor() const override { return done_ ? result_ : at::Tensor(); }
+
+ private:
+  ProcessGroup* group_;
+  at::Tensor buffer_;
+  Work meta_;
+  std::optional<Work> data_;
+  at::Tensor result_;
+  int peer_, tag_, meta_tag_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
 // ---------------------------------------------------------------------------
 // Operations
 
@@ -243,13 +292,6 @@ std::vector<Work> P2P::batch_isend_irecv(const std::vector<P2POp>& ops) {
   });
 
   std::vector<Work> works(ops.size());
-  struct PendingMeta {
-    std::size_t index;
-    at::Tensor buffer;
-    Work work;
-  };
-  std::vector<PendingMeta> pending;
-  // Phase 1: everything that does not block.
   for (std::size_t i : order) {
     const P2POp& op = ops[i];
     const std::string name = describe_tag(tags[i]);
@@ -266,27 +308,9 @@ std::vector<Work> P2P::batch_isend_irecv(const std::vector<P2POp>& ops) {
       works[i] = group_->irecv(op.tensor, op.peer, tags[i], name);
     } else {
       at::Tensor buffer = at::empty({kMetaLength}, at::TensorOptions().dtype(at::kLong));
-      Work w = group_->irecv(buffer, op.peer, mtags[i], describe_tag(mtags[i]));
-      pending.push_back(PendingMeta{i, buffer, std::move(w)});
-    }
-  }
-  // Phase 2: the meta of every variable-shape receive, then its data.
-  for (PendingMeta& pm : pending) {
-    const P2POp& op = ops[pm.index];
-    pm.work.wait();
-    Meta meta;
-    try {
-      meta = decode_meta(pm.buffer);
-    } catch (const std::invalid_argument& e) {
-      throw CommError(who + "recv " + describe_tag(tags[pm.index]) + " from rank " + std::to_string(op.peer) +
-                          ": " + e.what(),
-                      group_->rank(), op.peer, "recv", mtags[pm.index], false);
-    }
-    at::Tensor out = at::empty(meta.sizes, at::TensorOptions().dtype(meta.dtype));
-    if (out.numel() == 0) {
-      works[pm.index] = Work::ready(out);
-    } else {
-      works[pm.index] = group_->irecv(out, op.peer, tags[pm.index], describe_tag(tags[pm.index]));
+      Work meta = group_->irecv(buffer, op.peer, mtags[i], describe_tag(mtags[i]));
+      works[i] = Work(std::make_unique<MetaRecvWork>(group_, std::move(buffer), std::move(meta), op.peer, tags[i],
+                                                     mtags[i]));
     }
   }
   return works;

@@ -119,18 +119,17 @@ class P2P {
 
   // Variable shape: the meta message travels first. The sender never blocks.
   Work isend_with_meta(const at::Tensor& tensor, int dst, MessageKind kind, int stage, int micro);
-  // Blocks until the meta message has arrived (at most the group's timeout:
-  // the sender must have posted its isend_with_meta, as under a blocking
-  // rendezvous), allocates the tensor, posts its receive and returns the
-  // handle; the received tensor is Work::tensor() after wait().
+  // Posts the meta message's receive and returns at once; wait() waits for
+  // the meta, allocates the tensor, posts its receive and waits for it (the
+  // group must outlive the handle). The received tensor is Work::tensor()
+  // after wait().
   Work irecv_with_meta(int src, MessageKind kind, int stage, int micro);
   // Blocking convenience: irecv_with_meta(...) then wait.
   at::Tensor recv_with_meta(int src, MessageKind kind, int stage, int micro);
 
-  // Posts a batch: forward-kind messages first, then backward-kind ones,
-  // keeping the given order within each class. All sends and all receives'
-  // meta messages are posted before this blocks on any meta. Returns one
-  // handle per op, in the order of `ops`.
+  // Posts a batch without blocking: forward-kind messages first, then
+  // backward-kind ones, keeping the given order within each class. Returns
+  // one handle per op, in the order of `ops`.
   std::vector<Work> batch_isend_irecv(const std::vector<P2POp>& ops);
 
   // Build the meta message for `t` / read one back (exposed for tests).

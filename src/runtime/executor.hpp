@@ -8,11 +8,9 @@
 // Communication is asynchronous: a send is posted and waited by a send queue's
 // thread, which frees the sent tensor as soon as it has gone (run() drains the
 // queue before it returns); a receive is posted
-// where the list has it and waited where its data is consumed, except a
-// receive that carries a meta message (the first step's shape learning,
-// variable_seq_len), which waits for the meta where it is posted, as a
-// blocking rendezvous would (validate() proves the lists free of deadlock
-// under one). Within a run of
+// where the list has it and waited where its data is consumed (a receive
+// that carries a meta message, for the first step's shape learning or
+// variable_seq_len, waits for the meta there too, then for the data). Within a run of
 // consecutive communication actions every send is posted before any receive
 // (forward messages before backward ones), so a schedule that validate()
 // accepts cannot deadlock here.

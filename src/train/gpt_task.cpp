@@ -21,11 +21,17 @@ model::GPTStagesOptions GptTask::stages() const {
   s.config = options_.model;
   s.layers_per_stage = options_.layers_per_stage;
   s.micro_batch_rows = options_.data.micro_batch_size;
-  s.seq_len = options_.data.seq_len;
+  // Variable lengths: no fixed receive shapes; every message carries its own.
+  s.seq_len = options_.data.variable_seq_len ? 0 : options_.data.seq_len;
   return s;
 }
 
 void GptTask::validate(const schedule::ScheduleOptions& layout) const {
+  const auto& m = options_.model;
+  if (options_.data.variable_seq_len && (m.context_parallel.size > 1 || m.tensor_parallel.sequence_parallel))
+    throw std::invalid_argument(std::string("--variable-seq-len with ") +
+                                (m.context_parallel.size > 1 ? "--cp" : "--sequence-parallel") +
+                                ": the sequence is split into equal shards, which needs one fixed --seq-len");
   data_.validate(options_.model.vocab_size, options_.model.max_seq_len, options_.model.mtp_num_layers);
   model::check_gpt_layout(stages(), layout);
 }

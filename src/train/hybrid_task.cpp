@@ -12,7 +12,8 @@ model::HybridStagesOptions HybridTask::stages() const {
   model::HybridStagesOptions s;
   s.config = options_.model;
   s.micro_batch_rows = options_.data.micro_batch_size;
-  s.seq_len = options_.data.seq_len;
+  // Variable lengths: no fixed receive shapes; every message carries its own.
+  s.seq_len = options_.data.variable_seq_len ? 0 : options_.data.seq_len;
   return s;
 }
 

@@ -1,12 +1,12 @@
 #include "train/lm_data.hpp"
 
-#include <algorithm>
-
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "data/batch_sampler.hpp"
+#include "data/rng.hpp"
 #include "data/token_source.hpp"
 #include "model/gpt_stages.hpp"
 #include "train/task.hpp"
@@ -66,22 +66,45 @@ void LmData::validate(int vocab, int positions, int mtp_depth) const {
   if (eval_) check(*eval_, "--eval-data", o.eval_data.empty() ? "(the embedded corpus's held-out tail)" : o.eval_data);
 }
 
+int LmData::seq_len_of(std::int64_t index, int micro_batches, int m, std::uint64_t seed) const {
+  const int full = options_.seq_len;
+  if (!options_.variable_seq_len) return full;
+  data::SplitMix64 rng(seed ^ (0x7365716c656e ^ static_cast<std::uint64_t>(index * micro_batches + m) * 0x9e3779b97f4a7c15ULL));
+  const int shortest = std::max(1, full / 2);
+  return shortest + static_cast<int>(rng.next() % static_cast<std::uint64_t>(full - shortest + 1));
+}
+
 std::vector<runtime::MicroBatch> LmData::sample(const data::TokenSource& source, std::int64_t index,
                                                 int micro_batches, const runtime::Reads& reads,
                                                 std::uint64_t seed) const {
-  data::BatchOptions b;
   const int rows = options_.micro_batch_size;
-  b.batch_size = rows * micro_batches;
-  b.seq_len = options_.seq_len;
-  b.seed = seed;
   // Only the rows of the micro-batches this rank reads come from the source.
-  std::vector<bool> read(static_cast<std::size_t>(b.batch_size), reads.targets);
+  std::vector<bool> read(static_cast<std::size_t>(rows * micro_batches), reads.targets);
   for (int m : reads.input_micros) std::fill(read.begin() + m * rows, read.begin() + (m + 1) * rows, true);
   if (std::find(read.begin(), read.end(), true) == read.end()) return std::vector<runtime::MicroBatch>(micro_batches);
-  const data::Batch batch = data::sample_batch(source, b, index, &read);
-  tokens_read_ += batch.tokens_read;
-  const at::Tensor tokens = at::tensor(batch.tokens, at::kLong).view({batch.batch_size, batch.seq_len + 1});
-  auto micros = model::lm_micro_batches(runtime::split_microbatches(tokens, micro_batches));
+  data::BatchOptions b;
+  b.seed = seed;
+  std::vector<at::Tensor> parts;
+  if (!options_.variable_seq_len) {
+    b.batch_size = rows * micro_batches;
+    b.seq_len = options_.seq_len;
+    const data::Batch batch = data::sample_batch(source, b, index, &read);
+    tokens_read_ += batch.tokens_read;
+    const at::Tensor tokens = at::tensor(batch.tokens, at::kLong).view({batch.batch_size, batch.seq_len + 1});
+    parts = runtime::split_microbatches(tokens, micro_batches);
+  } else {
+    // Each micro-batch is a batch of its own length, drawn as batch
+    // index * micro_batches + m.
+    b.batch_size = rows;
+    for (int m = 0; m < micro_batches; ++m) {
+      b.seq_len = seq_len_of(index, micro_batches, m, seed);
+      const std::vector<bool> mine(read.begin() + m * rows, read.begin() + (m + 1) * rows);
+      const data::Batch batch = data::sample_batch(source, b, index * micro_batches + m, &mine);
+      tokens_read_ += batch.tokens_read;
+      parts.push_back(at::tensor(batch.tokens, at::kLong).view({rows, b.seq_len + 1}));
+    }
+  }
+  auto micros = model::lm_micro_batches(parts);
   keep_what_is_read(micros, reads);
   return micros;
 }

@@ -29,6 +29,11 @@ struct LmDataOptions {
   int seq_len = 32;               // --seq-len
   std::string data = "embedded";  // --data
   std::string eval_data;          // --eval-data; "" = the embedded corpus's held-out tail
+  // --variable-seq-len: micro-batch m of a batch holds sequences of its own
+  // length L_m, drawn from [seq_len / 2, seq_len] by (seed, batch, m), as
+  // documents cut at different boundaries would; the pipeline must ship
+  // shapes with every message (runtime::ExecutorOptions::variable_seq_len).
+  bool variable_seq_len = false;
 };
 
 class LmData {
@@ -44,6 +49,9 @@ class LmData {
   // Only what the rank reads is kept (train::keep_what_is_read).
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const runtime::Reads& reads,
                                          std::uint64_t seed) const;
+  // The sequence length of micro-batch m of batch `index` (seq_len unless
+  // variable_seq_len).
+  int seq_len_of(std::int64_t index, int micro_batches, int m, std::uint64_t seed) const;
   // Held-out batch `index`, the same at every evaluation; throws
   // std::invalid_argument naming --eval-data when there is no held-out data.
   std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads,

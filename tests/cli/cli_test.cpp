@@ -159,6 +159,8 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --cp 0", "--cp must be >= 1, got 0");
   expect_error("train --nproc 4 --cp 2 --tp 2 --sequence-parallel", "--sequence-parallel with --cp 2: not supported together yet");
   expect_error("train --nproc 2 --cp 2 --model vl", "--cp 2: --model vl is not context-parallel yet");
+  expect_error("train --nproc 2 --cp 2 --variable-seq-len", "--variable-seq-len with --cp: the sequence is split into equal shards");
+  expect_error("train --nproc 2 --model vl --variable-seq-len", "--variable-seq-len: --model vl's captions have one length");
   expect_error("train --nproc 4 --tp 2 --heads 3 --hidden 48",
                "--heads 3 is not divisible by --tp 2 (each tensor-parallel rank holds an equal share)");
   expect_error("train --nproc 2 --tp 2 --vocab 257", "--vocab 257 is not divisible by --tp 2");

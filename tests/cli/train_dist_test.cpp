@@ -75,6 +75,21 @@ TEST(TrainDist, PipelinedAndUnpipelinedAdamWCurvesAgree) {
   EXPECT_EQ(last_per_rank(dir + "/il.jsonl", "bytes_loaded"), (std::vector<double>{512, 512}));
 }
 
+// --variable-seq-len: micro-batches of different lengths (shapes shipped with
+// every message) follow the one-process curve under 1F1B, interleaved and
+// MPipe with T 0 and 1.
+TEST(TrainDist, VariableSequenceLengthsFollowTheOneProcessCurve) {
+  const std::string dir = fresh_dir("varlen");
+  const std::string common = " --steps 3 --variable-seq-len";
+  const auto ref = train("--nproc 1 --schedule no-pipelining" + common, dir + "/ref.jsonl");
+  ASSERT_EQ(ref.size(), 3u);
+  int i = 0;
+  for (const std::string layout : {"--nproc 4 --schedule 1f1b", "--nproc 2 --schedule interleaved --vpp 2",
+                                   "--nproc 4 --schedule mpipe --vpp 1 --transpose-layers 0",
+                                   "--nproc 2 --schedule mpipe --vpp 2 --transpose-layers 1"})
+    expect_same_curve(train(layout + common, dir + "/" + std::to_string(i++) + ".jsonl"), ref);
+}
+
 // The held-out loss through the forward-only schedule: every layout (1F1B,
 // interleaved, MPipe with a transposed layer) reports the unpipelined value at
 // the evaluated steps, and training is what it is without evaluation.

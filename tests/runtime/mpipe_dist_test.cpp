@@ -53,12 +53,12 @@ const std::vector<std::string> kPP2 = {"equiv", "1", "2:0:full:0:0:1", "4:0:min:
                                        "8:2:min:1:1:1", "2:2:full:1:0:1", "4:1:full:0:0:1:1",
                                        "4:2:min:1:0:1:1", "2:0:full:0:0:1:1"};
 const std::vector<std::string> kPP2V2 = {"equiv", "2", "2:0:full:0:0:1", "4:1:full:0:1:1", "4:2:min:0:0:1",
-                                         "8:1:min:1:0:2", "4:2:full:1:1:1"};
+                                         "8:1:min:1:0:2", "4:2:full:1:1:1", "4:0:full:0:0:1:1"};
 const std::vector<std::string> kPP4 = {"equiv", "1", "2:1:full:0:0:1", "2:0:min:0:1:1", "4:2:full:0:0:1",
                                        "8:1:min:0:1:1", "8:0:full:0:0:1", "2:2:min:1:0:1", "8:1:full:1:1:2",
-                                       "4:1:min:1:0:1", "8:2:full:0:0:1:1"};
+                                       "4:1:min:1:0:1", "8:2:full:0:0:1:1", "4:0:min:0:0:1:1", "4:1:full:0:0:1:1"};
 const std::vector<std::string> kPP4V2 = {"equiv", "2", "8:1:full:0:0:1", "4:2:min:0:1:1", "8:0:min:0:0:1",
-                                         "8:2:full:1:0:1", "4:1:min:1:1:2"};
+                                         "8:2:full:1:0:1", "4:1:min:1:1:2", "8:1:full:0:0:1:1"};
 
 // VL, MB:T:OVERFLOW:OWNER_BACKWARD:FROZEN:ACCUM; T counts tower blocks (V = 2),
 // T = V transposes the whole tower; frozen towers over two runs (broadcast once).

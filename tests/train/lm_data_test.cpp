@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace hp::train {
 namespace {
 
@@ -32,6 +34,31 @@ TEST(LmData, ARankReadsOnlyTheRowsOfWhatItConsumes) {
     EXPECT_FALSE(mine[m].target.defined());
   }
   EXPECT_TRUE(mine[2].input.equal(whole[2].input));
+}
+
+// --variable-seq-len: each micro-batch has its own length in [seq/2, seq],
+// the same for every rank that reads it, and labels one token ahead.
+TEST(LmData, VariableLengthsAreDrawnPerMicroBatchTheSameOnEveryRank) {
+  LmDataOptions o;
+  o.micro_batch_size = 2;
+  o.seq_len = 16;
+  o.variable_seq_len = true;
+  LmData data(o);
+  const auto whole = data.batch(3, 8, {{0, 1, 2, 3, 4, 5, 6, 7}, true, false}, 11);
+  std::set<std::int64_t> lengths;
+  for (int m = 0; m < 8; ++m) {
+    const std::int64_t len = whole[m].input.size(1);
+    EXPECT_EQ(len, data.seq_len_of(3, 8, m, 11));
+    EXPECT_GE(len, 8);
+    EXPECT_LE(len, 16);
+    EXPECT_EQ(whole[m].target.sizes(), whole[m].input.sizes());
+    lengths.insert(len);
+  }
+  EXPECT_GT(lengths.size(), 2u);
+  const auto last = data.batch(3, 8, {{}, true, false}, 11);
+  const auto owner = data.batch(3, 8, {{5}, false, false}, 11);
+  for (int m = 0; m < 8; ++m) EXPECT_TRUE(last[m].target.equal(whole[m].target));
+  EXPECT_TRUE(owner[5].input.equal(whole[5].input));
 }
 
 }  // namespace
