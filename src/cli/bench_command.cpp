@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/emulate_flags.hpp"
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
 #include "model/gpt_stages.hpp"
@@ -186,6 +187,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
   cmd->add_option("--steps", a->steps, "timed steps per schedule")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", a->pseudo_deallocate, "free sent activations' storage (as train)");
+  add_emulate_flags(cmd, &a->model.emulate);
   cmd->add_option("--json", a->json, "also write the results as JSON");
   cmd->callback([a, exit_code, nproc] {
     a->job.nproc_given = nproc->count() > 0;

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/emulate_flags.hpp"
 #include "cli/job.hpp"
 #include "comm/mesh.hpp"
 #include "cli/option_flags.hpp"
@@ -325,6 +326,7 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
                   "held-out tokens (same forms as --data); default: the embedded corpus's held-out tail");
   cmd->add_option("--log-interval", t.log_interval, "steps between log lines (no TTY)")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", t.pipeline.executor.pseudo_deallocate, "free sent activations' storage");
+  add_emulate_flags(cmd, &a->model.emulate);
   cmd->add_option("--inject-fault", a->fault, "testing: RANK:STEP:exit|hang|kill|stop|nospace makes that rank fail at that step (nospace: its save)");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
   return nproc;

@@ -1,5 +1,6 @@
 #include "model/layers.hpp"
 
+#include "model/emulated_device.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/context_parallel.hpp"
 #include "model/kv_cache.hpp"
@@ -100,7 +101,8 @@ torch::Tensor MLP::forward(const torch::Tensor& x) {
   return fc2_->forward(at::gelu(fc1_->forward(x)));
 }
 
-TransformerBlock::TransformerBlock(const TransformerConfig& config) {
+TransformerBlock::TransformerBlock(const TransformerConfig& config) : emulate_(config.emulate) {
+  if (emulate_.replace_math) return;  // the layer is its delay alone
   const auto dtype = to_scalar_type(config.dtype);
   attn_norm_ = register_module(
       "attn_norm", std::make_shared<LayerNorm>(config.hidden_size, config.layernorm_eps, dtype));
@@ -121,6 +123,11 @@ void TransformerBlock::set_mhc_recompute(bool on) {
 }
 
 torch::Tensor TransformerBlock::forward(const torch::Tensor& x, AttentionCache* cache) {
+  if (!emulate_.active()) return compute(x, cache);
+  return emulated_delay(emulate_.replace_math ? x : compute(x, cache), emulate_.forward_ms, emulate_.backward_ms);
+}
+
+torch::Tensor TransformerBlock::compute(const torch::Tensor& x, AttentionCache* cache) {
   if (attention_hc_) {
     const auto h = attention_hc_->forward(x, [this, cache](const torch::Tensor& u) {
       return attention_->forward(attn_norm_->forward(u), cache);

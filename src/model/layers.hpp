@@ -95,7 +95,9 @@ class HyperConnection;
 // Submodules: attn_norm, attention, mlp_norm, mlp. With mHC
 // (config.enable_mhc_connections) x carries n streams, [batch, seq, n * hidden],
 // and each residual is a HyperConnection ("attention_hc", "mlp_hc") around the
-// same sublayer. Returns a new tensor (never a view of its input).
+// same sublayer. Returns a new tensor (never a view of its input). With
+// config.emulate the block also takes (or with replace_math only takes, and
+// has no submodules) the emulated layer's time.
 class TransformerBlock : public torch::nn::Module {
  public:
   explicit TransformerBlock(const TransformerConfig& config);
@@ -105,6 +107,9 @@ class TransformerBlock : public torch::nn::Module {
   void set_mhc_recompute(bool on);
 
  private:
+  torch::Tensor compute(const torch::Tensor& x, AttentionCache* cache);
+
+  EmulatedLayer emulate_;
   std::shared_ptr<LayerNorm> attn_norm_;
   std::shared_ptr<CausalSelfAttention> attention_;
   std::shared_ptr<LayerNorm> mlp_norm_;

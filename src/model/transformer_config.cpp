@@ -153,6 +153,13 @@ void TransformerConfig::validate() const {
     os << "model.mhc_init_gating_factor must be a finite number >= 0, got " << mhc_init_gating_factor;
     fail(os.str());
   }
+  for (const double ms : {emulate.forward_ms, emulate.backward_ms}) {
+    if (!(ms >= 0.0 && ms <= 60000.0)) {
+      std::ostringstream os;
+      os << "model.emulate forward and backward times must be milliseconds in [0, 60000], got " << ms;
+      fail(os.str());
+    }
+  }
 }
 
 std::string TransformerConfig::describe() const {
@@ -163,6 +170,9 @@ std::string TransformerConfig::describe() const {
      << " --dropout " << dropout << " --layernorm-eps " << layernorm_eps << " --init-std "
      << init_std << " --seed " << seed << " --dtype " << dtype_name(dtype);
   if (mtp_num_layers > 0) os << " --mtp-layers " << mtp_num_layers << " --mtp-loss-scaling " << mtp_loss_scaling_factor;
+  if (emulate.active())
+    os << " --emulate-layer-ms " << emulate.forward_ms << "," << emulate.backward_ms
+       << (emulate.replace_math ? " --emulate-only" : "");
   if (enable_mhc_connections)
     os << " --mhc --mhc-streams " << mhc_num_residual_streams << " --mhc-sinkhorn-iterations "
        << mhc_sinkhorn_iterations << " --mhc-init-gating-factor " << mhc_init_gating_factor;

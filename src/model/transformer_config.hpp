@@ -64,6 +64,15 @@ std::optional<DType> dtype_from_name(std::string_view name);  // also accepts "f
 // Contract: after validate() succeeds, every derived quantity below is positive
 // and hidden_size % num_attention_heads == 0. Construction never validates, so a
 // config can be filled field by field from TOML and command-line overrides.
+// Emulated devices (model/emulated_device.hpp): a fixed time per transformer
+// layer, slept, so pipelines of many ranks overlap on a few cores.
+struct EmulatedLayer {
+  double forward_ms = 0;      // --emulate-layer-ms F[,B]: each layer's forward ...
+  double backward_ms = 0;     // ... and backward (B defaults to 2F)
+  bool replace_math = false;  // --emulate-only: a layer is its delay alone (no parameters, no math)
+  bool active() const { return forward_ms > 0 || backward_ms > 0 || replace_math; }
+};
+
 struct TransformerConfig {
   int num_layers = 8;           // --layers: transformer blocks in the whole model
   int hidden_size = 64;         // --hidden: residual width
@@ -104,6 +113,10 @@ struct TransformerConfig {
 
   TensorParallel tensor_parallel;
   ContextParallel context_parallel;
+
+  // Emulated devices (model/emulated_device.hpp): every transformer layer
+  // also (or, with replace_math, only) takes a fixed time.
+  EmulatedLayer emulate;
 
   // Throws std::invalid_argument naming the option (model.<field>) and what is allowed.
   void validate() const;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/emulated_device.hpp"
 #include "model/gpt.hpp"
 #include "model/layers.hpp"
 
@@ -51,7 +52,9 @@ void VisionConfig::validate() const {
 // patch), then the MLP; same submodule names as the text blocks.
 class VisionBlockImpl : public torch::nn::Module {
  public:
-  explicit VisionBlockImpl(const TransformerConfig& c) : heads_(c.num_attention_heads), head_dim_(c.head_dim()) {
+  explicit VisionBlockImpl(const TransformerConfig& c)
+      : heads_(c.num_attention_heads), head_dim_(c.head_dim()), emulate_(c.emulate) {
+    if (emulate_.replace_math) return;
     const auto dtype = to_scalar_type(c.dtype);
     attn_norm_ = register_module("attn_norm", std::make_shared<LayerNorm>(c.hidden_size, c.layernorm_eps, dtype));
     auto attention = register_module("attention", std::make_shared<torch::nn::Module>("attention"));
@@ -62,6 +65,12 @@ class VisionBlockImpl : public torch::nn::Module {
   }
 
   torch::Tensor forward(const torch::Tensor& x) {
+    if (!emulate_.active()) return compute(x);
+    return emulated_delay(emulate_.replace_math ? x : compute(x), emulate_.forward_ms, emulate_.backward_ms);
+  }
+
+ private:
+  torch::Tensor compute(const torch::Tensor& x) {
     const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2);
     const auto h = attn_norm_->forward(x);
     const auto qkv = qkv_->forward(h).view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
@@ -71,8 +80,8 @@ class VisionBlockImpl : public torch::nn::Module {
     return r + mlp_->forward(mlp_norm_->forward(r));
   }
 
- private:
   int64_t heads_, head_dim_;
+  EmulatedLayer emulate_;
   std::shared_ptr<LayerNorm> attn_norm_, mlp_norm_;
   std::shared_ptr<Linear> qkv_, proj_;
   std::shared_ptr<MLP> mlp_;

@@ -149,6 +149,9 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --log-interval 0", "--log-interval must be >= 1");
   expect_error("train --inject-fault 1:x:exit", "--inject-fault '1:x:exit': RANK and STEP must be integers");
   expect_error("bench --steps 0", "--steps must be >= 1");
+  expect_error("bench --emulate-layer-ms 3,x", "--emulate-layer-ms: '3,x': expected F or F,B");
+  expect_error("train --emulate-layer-ms -1", "expected F or F,B, each layer's forward and backward milliseconds");
+  expect_error("train --emulate-only", "--emulate-only requires --emulate-layer-ms");
   expect_error("bench --nproc 0", "--nproc must be a number of local ranks");
   expect_error("plan --simulate --cost-f nan", "--cost-f must be a finite number >= 0");
   expect_error("plan --simulate --p2p-bw -1", "--p2p-bw must be a finite number >= 0");
