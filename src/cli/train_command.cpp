@@ -319,6 +319,9 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
       ->capture_default_str();
   cmd->add_option("--load", t.load, "resume from this checkpoint directory");
   cmd->add_option("--metrics", t.metrics, "JSON lines, one per step");
+  cmd->add_option("--trace", t.trace.chrome, "the last step, measured on every rank, as one Chrome trace JSON");
+  cmd->add_option("--timeline", t.trace.timeline, "the last step, measured, as an SVG timeline (one pipeline)");
+  cmd->add_flag("--simulate", t.trace.simulate, "with --timeline: the simulated step, from the measured costs, below it");
   cmd->add_option("--eval-interval", t.eval_interval, "held-out loss every N steps and after the last (0 = never)")
       ->capture_default_str();
   cmd->add_option("--eval-iters", t.eval_iters, "held-out batches per evaluation")->capture_default_str();

@@ -11,6 +11,7 @@
 #include "comm/p2p.hpp"
 #include "comm/process_group.hpp"
 #include "comm/send_queue.hpp"
+#include "runtime/action_trace.hpp"
 #include "runtime/stage.hpp"
 
 namespace hp::runtime {
@@ -107,6 +108,7 @@ bool Executor::carries_meta(comm::MessageKind kind) const {
 
 void Executor::post_send(const at::Tensor& tensor, int peer, comm::MessageKind kind, int stage, int micro) {
   const int tag = comm::make_tag(kind, stage, micro);
+  posted_bytes_ = static_cast<std::int64_t>(tensor.nbytes());
   if (carries_meta(kind)) {
     if (!options_.variable_seq_len) learned_[tag] = {tensor.sizes().vec(), tensor.scalar_type()};
     sends_->push(p2p_->isend_with_meta(tensor, peer, kind, stage, micro));
@@ -153,8 +155,9 @@ void Executor::post_recv(int peer, comm::MessageKind kind, int stage, int micro,
                              " was not received in the first step, so its shape is unknown");
     spec = it->second;
   }
-  recvs_.emplace(tag, p2p_->irecv(at::empty(spec->shape, at::TensorOptions().dtype(spec->dtype)), peer, kind,
-                                  stage, micro));
+  at::Tensor into = at::empty(spec->shape, at::TensorOptions().dtype(spec->dtype));
+  posted_bytes_ = static_cast<std::int64_t>(into.nbytes());
+  recvs_.emplace(tag, p2p_->irecv(into, peer, kind, stage, micro));
 }
 
 at::Tensor Executor::take_recv(comm::MessageKind kind, int stage, int micro) {
@@ -163,8 +166,12 @@ at::Tensor Executor::take_recv(comm::MessageKind kind, int stage, int micro) {
   if (it == recvs_.end())
     throw std::logic_error("rank " + std::to_string(rank_) + ": a step needs " + comm::describe_tag(tag) +
                            ", which no earlier receive posted");
+  const double start = trace_ ? trace_->now_us() : 0;
   it->second.wait();
   at::Tensor t = it->second.tensor();
+  if (trace_)
+    trace_->add({"wait " + comm::describe_tag(tag), "wait", current_ ? *current_ : schedule::Action{}, start,
+                 trace_->now_us(), static_cast<std::int64_t>(t.nbytes())});
   recvs_.erase(it);
   if (learning_.erase(tag)) learned_[tag] = {t.sizes().vec(), t.scalar_type()};
   return t;
@@ -270,7 +277,21 @@ void Executor::run_comm_batch(const std::vector<Action>& actions, size_t begin, 
   for (size_t i = begin; i < end; ++i) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return batch_order(actions[x].type) < batch_order(actions[y].type); });
-  for (size_t i : order) handlers_.at(actions[i].type)(actions[i]);
+  for (size_t i : order) run_action(actions[i]);
+}
+
+void Executor::run_action(const Action& a) {
+  if (!trace_) {
+    handlers_.at(a.type)(a);
+    return;
+  }
+  current_ = &a;
+  posted_bytes_ = 0;
+  const double start = trace_->now_us();
+  handlers_.at(a.type)(a);
+  const bool post = schedule::is_p2p(a.type);
+  trace_->add({describe(a), post ? "post" : "compute", a, start, trace_->now_us(), post ? posted_bytes_ : 0});
+  current_ = nullptr;
 }
 
 double Executor::run(const std::vector<Action>& actions, const std::vector<MicroBatch>& micros,
@@ -300,7 +321,7 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
       i = j;
       continue;
     }
-    handlers_.at(a.type)(a);
+    run_action(a);
     ++i;
   }
   if (noted) comm::note_action(count, count, "the step's last sends");

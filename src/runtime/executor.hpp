@@ -44,6 +44,7 @@
 namespace hp::runtime {
 
 class Stage;
+class ActionTrace;
 }  // namespace hp::runtime
 
 namespace hp::comm {
@@ -75,6 +76,10 @@ class Executor {
   Executor(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg, std::map<int, Stage*> stages,
            LossFn loss, SpecFn output_spec, ExecutorOptions options = {});
   ~Executor();
+
+  // Records every action (and every wait for received data) into `trace`
+  // from now on; null stops recording. The trace must outlive its use.
+  void set_trace(ActionTrace* trace) { trace_ = trace; }
 
   // Replaces the handler of one action type.
   void register_handler(schedule::ActionType type, Handler handler);
@@ -123,6 +128,8 @@ class Executor {
   // A sent activation or gradient must be what output_spec promised the receiver.
   void check_output_spec(const at::Tensor& t, int stage, int micro) const;
   void run_comm_batch(const std::vector<schedule::Action>& actions, size_t begin, size_t end);
+  // Runs one action's handler, recorded when tracing.
+  void run_action(const schedule::Action& a);
   void forward(const schedule::Action& a);
   void backward(const schedule::Action& a);
   void send_forward(const schedule::Action& a);
@@ -152,6 +159,9 @@ class Executor {
   std::unique_ptr<comm::SendQueue> sends_;  // with p2p_
   std::map<int, comm::Work> recvs_;
   double loss_sum_ = 0;
+  ActionTrace* trace_ = nullptr;
+  const schedule::Action* current_ = nullptr;  // the action running (for traced waits)
+  std::int64_t posted_bytes_ = 0;               // by the last post_send / post_recv (traced posts)
   std::map<int, at::Tensor> outputs_;  // forward-only: the last stage's outputs of this run
 };
 

@@ -94,11 +94,11 @@ void keep_metrics_through(const std::string& path, std::int64_t last_step) {
   }
 }
 
-void check_metrics_writable(const std::string& path) {
-  if (path.empty()) throw std::invalid_argument("--metrics: a file path is required");
+void check_metrics_writable(const std::string& path, const std::string& flag) {
+  if (path.empty()) throw std::invalid_argument(flag + ": a file path is required");
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
-    throw std::invalid_argument("--metrics " + path + ": cannot open the file for writing (" + std::strerror(errno) + ")");
+    throw std::invalid_argument(flag + " " + path + ": cannot open the file for writing (" + std::strerror(errno) + ")");
   ::close(fd);
 }
 

@@ -130,6 +130,11 @@ void TrainOptions::validate(const Task& task) const {
   // Found now rather than at the first save or the first step.
   if (!save.empty()) check_checkpoint_dir_writable(save);
   if (!metrics.empty()) check_metrics_writable(metrics);
+  for (const auto& [path, flag] : {std::pair{trace.chrome, "--trace"}, {trace.timeline, "--timeline"}})
+    if (!path.empty()) check_metrics_writable(path, flag);
+  if (trace.simulate && trace.timeline.empty()) fail("--simulate needs --timeline FILE.svg (it draws the simulated step under the measured one)");
+  if (!trace.timeline.empty() && dp * task.tensor_parallel() * task.context_parallel() > 1)
+    fail("--timeline draws one pipeline; with --dp, --tp or --cp use --trace, which has every rank");
   adam.validate();
   lr_options(*this).validate();
   runtime::validate_pipeline_options(pipeline);
@@ -252,6 +257,12 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     return false;
   };
 
+  // --trace / --timeline: the last pipeline run, measured.
+  const bool tracing = !o.trace.chrome.empty() || !o.trace.timeline.empty();
+  runtime::ActionTrace trace;
+  const double clock_offset = tracing ? clock_offset_us(pg) : 0;
+  if (tracing) pipeline.executor().set_trace(&trace);
+
   TrainResult result;
   result.first_step = first_step;
   result.last_step = o.steps;
@@ -277,6 +288,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       const std::int64_t index = (step - 1) * o.grad_accum + a;
       // One average over the replicas per optimizer step, after the last accumulation.
       const auto micros = replica_batch(task, &Task::batch, index, pipeline, at);
+      trace.clear();
       bytes_loaded += runtime::bytes_of(micros);
       const auto r = pipeline.step(micros, a == o.grad_accum - 1);
       loss += r.loss / o.grad_accum;
@@ -350,6 +362,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       break;
     }
   }
+  if (tracing) write_measured_trace(trace, clock_offset, pg, o.pipeline.schedule, o.trace);
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/pipeline.hpp"
+#include "train/measured_trace.hpp"
 #include "train/adamw.hpp"
 #include "train/checkpoint.hpp"
 #include "train/task.hpp"
@@ -74,6 +75,7 @@ struct TrainOptions {
   std::string save_failures = "stop"; // --save-failures: stop (the job fails) | continue (warn, train on)
   std::string load;                   // --load DIR
   std::string metrics;                // --metrics FILE (JSON lines, written by rank 0)
+  TraceOutputs trace;                 // --trace FILE --timeline FILE.svg --simulate: the last step, measured
   int log_interval = 10;              // --log-interval
   // --eval-interval N: every N steps and after the last, the mean loss over
   // --eval-iters held-out batches (Task::eval_batch) through the

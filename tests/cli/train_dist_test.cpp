@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <sstream>
 
@@ -20,6 +21,13 @@
 
 namespace hp::testing {
 namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 // A tiny double-precision model so curves can be compared to 1e-9.
 const std::string kModel =
@@ -88,6 +96,47 @@ TEST(TrainDist, VariableSequenceLengthsFollowTheOneProcessCurve) {
                                    "--nproc 4 --schedule mpipe --vpp 1 --transpose-layers 0",
                                    "--nproc 2 --schedule mpipe --vpp 2 --transpose-layers 1"})
     expect_same_curve(train(layout + common, dir + "/" + std::to_string(i++) + ".jsonl"), ref);
+}
+
+// --trace and --timeline: the last step measured on every rank. With 2
+// ranks, 1F1B and 4 micro-batches each rank runs 4 forwards and 4 backwards
+// and posts 8 messages (an activation or a gradient of 2 x 16 x 32 floats,
+// 4 KiB, each); the receiving actions wait for them; the timeline draws the
+// measured step above the one simulated from the measured costs.
+TEST(TrainDist, TheLastStepIsTracedOnEveryRankAndDrawnNextToItsSimulation) {
+  const std::string dir = fresh_dir("trace");
+  const auto r = run_command(hyperpipe() + " train --nproc 2 --schedule 1f1b --layers 4 --hidden 32 --heads 2"
+                                 " --seq-len 16 --micro-batch-size 2 --mb 4 --steps 2 --emulate-layer-ms 2 --trace " +
+                                 dir + "/t.json --timeline " + dir + "/t.svg --simulate",
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto trace = nlohmann::json::parse(slurp(dir + "/t.json"));
+  std::map<int, std::map<std::string, int>> count;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const int rank = e.at("tid").get<int>();
+    const std::string cat = e.at("cat").get<std::string>();
+    ++count[rank][cat];
+    EXPECT_GE(e.at("dur").get<double>(), 0);
+    if (cat == "wait") EXPECT_EQ(e.at("args").at("bytes").get<int>(), 2 * 16 * 32 * 4) << e.dump();
+    if (cat == "compute" && e.at("name").get<std::string>().find('F') != std::string::npos)
+      EXPECT_GE(e.at("dur").get<double>(), 2 * 1000) << e.dump();  // two emulated layers of 2 ms
+  }
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(count[rank]["compute"], 8) << trace.dump();
+    EXPECT_EQ(count[rank]["post"], 8) << trace.dump();
+    EXPECT_EQ(count[rank]["wait"], 4) << trace.dump();
+  }
+  const std::string svg = slurp(dir + "/t.svg");
+  EXPECT_NE(svg.find(">measured<"), std::string::npos);
+  EXPECT_NE(svg.find(">simulated with the measured per-stage costs<"), std::string::npos);
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 50, true);
+  EXPECT_NE(run_command(hyperpipe() + " train --nproc 2 --simulate").output.find(
+                "--simulate needs --timeline FILE.svg"),
+            std::string::npos);
+  EXPECT_NE(run_command(hyperpipe() + " train --nproc 4 --dp 2 --schedule 1f1b --timeline " + dir + "/x.svg").output.find(
+                "--timeline draws one pipeline; with --dp, --tp or --cp use --trace"),
+            std::string::npos);
 }
 
 // The held-out loss through the forward-only schedule: every layout (1F1B,
@@ -312,12 +361,6 @@ TEST(TrainDist, HybridMhcRecipesTrainSaveAndResumeUnderAnotherLayout) {
   }
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A port nobody listens on now, for jobs started by hand.
 int free_port() {

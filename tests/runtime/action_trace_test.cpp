@@ -1,0 +1,31 @@
+#include "runtime/action_trace.hpp"
+
+#include <gtest/gtest.h>
+
+namespace hp::runtime {
+namespace {
+
+TEST(ActionTrace, EventsRoundTripThroughJson) {
+  ActionTrace t;
+  const double a = t.now_us();
+  schedule::Action f{schedule::ActionType::FWD, 2, 3, -1};
+  schedule::Action s{schedule::ActionType::SEND_F, 2, 3, 3};
+  t.add({"2F3", "compute", f, a, a + 10, 0});
+  t.add({"wait Activation(stage 1, micro 3)", "wait", f, a + 1, a + 2, 4096});
+  t.add({"send", "post", s, a + 11, a + 12, 4096});
+  const auto back = trace_events_from_json(trace_events_json(t.events()));
+  ASSERT_EQ(back.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back[i].name, t.events()[i].name);
+    EXPECT_EQ(back[i].category, t.events()[i].category);
+    EXPECT_EQ(back[i].action, t.events()[i].action);
+    EXPECT_DOUBLE_EQ(back[i].start_us, t.events()[i].start_us);
+    EXPECT_DOUBLE_EQ(back[i].end_us, t.events()[i].end_us);
+    EXPECT_EQ(back[i].bytes, t.events()[i].bytes);
+  }
+  t.clear();
+  EXPECT_TRUE(t.events().empty());
+}
+
+}  // namespace
+}  // namespace hp::runtime
