@@ -362,7 +362,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       break;
     }
   }
-  if (tracing) write_measured_trace(trace, clock_offset, pg, o.pipeline.schedule, o.trace);
+  if (tracing) write_measured_trace(trace, clock_offset, pg, pipeline.options().schedule, o.trace);
   return result;
 }
 
