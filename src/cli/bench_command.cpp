@@ -16,10 +16,12 @@
 #include "cli/option_flags.hpp"
 #include "model/gpt_stages.hpp"
 #include "runtime/microbatch.hpp"
+#include "runtime/action_trace.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/tensor_memory.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
+#include "train/adamw.hpp"
 
 namespace hp::cli {
 namespace {
@@ -35,6 +37,7 @@ struct BenchArgs {
   int seq_len = 32;
   int steps = 4;
   bool pseudo_deallocate = false;
+  bool overhead = false;
   model::TransformerConfig model;
   std::string json;
 };
@@ -108,6 +111,36 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
   return cost;
 }
 
+// One more step, traced, and an AdamW step: where this rank's time went, in
+// ms: {step, compute (waits excluded), waits for received data, posting
+// messages, the rest of the step (the runtime between actions, the loss
+// reduction, draining sends), optimizer}.
+std::vector<double> overhead_breakdown(runtime::Pipeline& p, const std::vector<runtime::MicroBatch>& micros,
+                                       comm::ProcessGroup* pg) {
+  runtime::ActionTrace trace;
+  train::AdamW optimizer(p.named_parameters());
+  p.executor().set_trace(&trace);
+  if (pg) pg->barrier();
+  auto t0 = Clock::now();
+  p.step(micros);
+  const double step = ms_since(t0);
+
+  p.executor().set_trace(nullptr);
+  t0 = Clock::now();
+  optimizer.step(1e-4);
+  const double opt = ms_since(t0);
+  p.zero_grad();
+  double compute = 0, wait = 0, post = 0;
+  for (const auto& e : trace.events()) {
+    const double ms = (e.end_us - e.start_us) / 1000.0;
+    (e.category == "wait" ? wait : e.category == "post" ? post : compute) += ms;
+    // A wait for received data happens inside the action that needs it; the
+    // step's last sends and reductions (no action) after the actions.
+    if (e.category == "wait" && e.action.micro >= 0) compute -= ms;
+  }
+  return {step, compute, wait, post, step - compute - wait - post, opt};
+}
+
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   memory::install();
   const int world = pg ? pg->world_size() : 1;
@@ -141,6 +174,13 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     for (int s = 0; s < p.options().schedule.num_stages(); ++s)
       cm.per_stage[s] = schedule::StageCost{t[2 * s].item<double>(), t[2 * s + 1].item<double>()};
     const auto sim = schedule::simulate(schedule::generate(p.options().schedule), cm);
+    nlohmann::json overhead;
+    if (a.overhead) {
+      at::Tensor rows = at::tensor(overhead_breakdown(p, micros, pg), at::kDouble);
+      rows = pg ? pg->all_gather(rows) : rows.unsqueeze(0);
+      for (int r = 0; r < rows.size(0); ++r)
+        overhead.push_back(std::vector<double>(rows[r].data_ptr<double>(), rows[r].data_ptr<double>() + rows.size(1)));
+    }
     results.push_back({{"schedule", name},
                        {"pp", world},
                        {"vpp", p.options().schedule.vpp},
@@ -148,7 +188,8 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
                        {"measured_ms", measured},
                        {"simulated_ms", sim.step_time},
                        {"simulated_bubble", sim.bubble_fraction},
-                       {"peak_bytes", peaks}});
+                       {"peak_bytes", peaks},
+                       {"overhead_ms", overhead}});
   }
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
@@ -165,6 +206,22 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     peaks << std::fixed << std::setprecision(2);
     for (const auto& b : r["peak_bytes"]) peaks << (peaks.tellp() > 0 ? "/" : "") << b.get<double>() / (1 << 20);
     std::cout << peaks.str() << "\n";
+  }
+  if (a.overhead) {
+    std::cout << "\nwhere one step went, ms (compute without waits | waits for received data | posting messages |"
+                 " the rest of the step: runtime, loss reduction, draining sends | an AdamW step)\n";
+    for (const auto& r : results) {
+      std::cout << r["schedule"].get<std::string>() << " v" << r["vpp"].get<int>() << "\n";
+      std::cout << std::right << std::setw(8) << "rank" << std::setw(10) << "step" << std::setw(10) << "compute"
+                << std::setw(10) << "wait" << std::setw(10) << "post" << std::setw(10) << "rest" << std::setw(11)
+                << "optimizer" << std::setw(9) << "rest %" << "\n";
+      int rank_index = 0;
+      for (const auto& row : r["overhead_ms"]) {
+        std::cout << std::setw(8) << rank_index++;
+        for (int i = 0; i < 6; ++i) std::cout << std::setw(i == 5 ? 11 : 10) << row[i].get<double>();
+        std::cout << std::setw(8) << 100.0 * row[4].get<double>() / row[0].get<double>() << "%\n";
+      }
+    }
   }
   if (!a.json.empty()) std::ofstream(a.json) << results.dump(2) << "\n";
   return 0;
@@ -187,6 +244,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
   cmd->add_option("--steps", a->steps, "timed steps per schedule")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", a->pseudo_deallocate, "free sent activations' storage (as train)");
+  cmd->add_flag("--overhead", a->overhead,
+                "also break one traced step per rank into compute, waits, posts, the rest and an AdamW step");
   add_emulate_flags(cmd, &a->model.emulate);
   cmd->add_option("--json", a->json, "also write the results as JSON");
   cmd->callback([a, exit_code, nproc] {

@@ -9,7 +9,8 @@ namespace hp::runtime {
 std::string trace_events_json(const std::vector<TraceEvent>& events) {
   nlohmann::json a = nlohmann::json::array();
   for (const TraceEvent& e : events)
-    a.push_back({e.name, e.category, schedule::format_action(e.action), e.start_us, e.end_us, e.bytes});
+    a.push_back({e.name, e.category, e.action.micro < 0 ? "" : schedule::format_action(e.action), e.start_us,
+                 e.end_us, e.bytes});
   return a.dump();
 }
 
@@ -19,9 +20,12 @@ std::vector<TraceEvent> trace_events_from_json(const std::string& text) {
     TraceEvent e;
     e.name = j.at(0).get<std::string>();
     e.category = j.at(1).get<std::string>();
-    const auto action = schedule::parse_action(j.at(2).get<std::string>());
-    if (!action) throw std::invalid_argument("trace: bad action " + j.at(2).get<std::string>());
-    e.action = *action;
+    const std::string text = j.at(2).get<std::string>();
+    if (!text.empty()) {
+      const auto action = schedule::parse_action(text);
+      if (!action) throw std::invalid_argument("trace: bad action " + text);
+      e.action = *action;
+    }
     e.start_us = j.at(3).get<double>();
     e.end_us = j.at(4).get<double>();
     e.bytes = j.at(5).get<std::int64_t>();

@@ -24,7 +24,7 @@ namespace hp::runtime {
 struct TraceEvent {
   std::string name;      // "2F3", "SEND_F 1->2 (3)", "wait Activation(stage 1, micro 3) from rank 1"
   std::string category;  // compute | post | wait
-  schedule::Action action;  // the action it is, or runs inside (wait)
+  schedule::Action action;  // the action it is, or runs inside (wait); micro -1: none (the step's reductions)
   double start_us = 0;
   double end_us = 0;
   std::int64_t bytes = 0;  // posts and waits: the tensor's bytes (a receive's once it arrived)

@@ -325,7 +325,11 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
     ++i;
   }
   if (noted) comm::note_action(count, count, "the step's last sends");
-  if (sends_) sends_->drain();
+  if (sends_) {
+    const double start = trace_ ? trace_->now_us() : 0;
+    sends_->drain();
+    if (trace_) trace_->add({"the step's last sends", "wait", Action{}, start, trace_->now_us(), 0});
+  }
   if (!recvs_.empty())
     throw std::logic_error("rank " + std::to_string(rank_) + ": " + std::to_string(recvs_.size()) +
                            " received message(s) were never consumed by the schedule");

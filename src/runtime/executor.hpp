@@ -80,6 +80,7 @@ class Executor {
   // Records every action (and every wait for received data) into `trace`
   // from now on; null stops recording. The trace must outlive its use.
   void set_trace(ActionTrace* trace) { trace_ = trace; }
+  ActionTrace* trace() const { return trace_; }
 
   // Replaces the handler of one action type.
   void register_handler(schedule::ActionType type, Handler handler);

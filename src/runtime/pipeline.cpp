@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "comm/process_group.hpp"
+#include "runtime/action_trace.hpp"
 #include "runtime/grad_reducer.hpp"
 #include "runtime/mpipe_runtime.hpp"
 #include "runtime/stage.hpp"
@@ -241,8 +242,14 @@ StepResult Pipeline::step(const std::vector<MicroBatch>& micros, bool sync_grads
   const std::vector<double> weights = loss_weights(micros, /*required=*/true, &tokens);
   sync_grads_ = sync_grads;
   const std::uint64_t bytes = train_.run(micros, weights, &loss);
+  ActionTrace* trace = train_.executor->trace();
+  const double t0 = trace ? trace->now_us() : 0;
   if (reducer_ && sync_grads) reducer_->finish();
-  return reduce(loss, tokens, bytes);
+  StepResult r = reduce(loss, tokens, bytes);
+  // What the step waits for after its actions: the gradient buckets still in
+  // flight and the loss reduction (which waits for the slowest rank).
+  if (trace) trace->add({"gradient and loss reductions", "wait", schedule::Action{}, t0, trace->now_us(), 0});
+  return r;
 }
 
 StepResult Pipeline::run_forward_only(const std::vector<MicroBatch>& micros, std::vector<at::Tensor>* outputs) {

@@ -13,9 +13,10 @@ TEST(ActionTrace, EventsRoundTripThroughJson) {
   t.add({"2F3", "compute", f, a, a + 10, 0});
   t.add({"wait Activation(stage 1, micro 3)", "wait", f, a + 1, a + 2, 4096});
   t.add({"send", "post", s, a + 11, a + 12, 4096});
+  t.add({"gradient and loss reductions", "wait", schedule::Action{}, a + 13, a + 14, 0});
   const auto back = trace_events_from_json(trace_events_json(t.events()));
-  ASSERT_EQ(back.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
+  ASSERT_EQ(back.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(back[i].name, t.events()[i].name);
     EXPECT_EQ(back[i].category, t.events()[i].category);
     EXPECT_EQ(back[i].action, t.events()[i].action);

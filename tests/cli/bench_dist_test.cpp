@@ -1,0 +1,43 @@
+// `hyperpipe bench` end to end: measured next to simulated steps, peak bytes
+// and the per-rank breakdown of one step (--overhead), on emulated devices.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "run_command.hpp"
+
+namespace hp::testing {
+namespace {
+
+TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
+  const std::string dir = fresh_dir("bench");
+  const auto r = run_command(hyperpipe() + " bench --nproc 2 --layers 4 --hidden 32 --heads 2 --mb 4 --steps 1"
+                                 " --schedules 1f1b,interleaved --emulate-layer-ms 2 --overhead --json " + dir + "/b.json",
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("where one step went"), std::string::npos) << r.output;
+  std::ifstream in(dir + "/b.json");
+  const auto rows = nlohmann::json::parse(in);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_GT(row.at("measured_ms").get<double>(), 0) << row.dump();
+    EXPECT_GT(row.at("simulated_ms").get<double>(), 0) << row.dump();
+    ASSERT_EQ(row.at("peak_bytes").size(), 2u) << row.dump();
+    ASSERT_EQ(row.at("overhead_ms").size(), 2u) << row.dump();
+    for (const auto& rank : row.at("overhead_ms")) {
+      const double step = rank.at(0), compute = rank.at(1), wait = rank.at(2), post = rank.at(3), rest = rank.at(4);
+      // Two emulated layers of 2 ms forward and 4 ms backward per stage, 4 micro-batches.
+      EXPECT_GE(compute, 4 * 2 * (2 + 4)) << rank.dump();
+      EXPECT_GE(wait, 0) << rank.dump();
+      EXPECT_GE(post, 0) << rank.dump();
+      EXPECT_NEAR(compute + wait + post + rest, step, 1e-6 * step) << rank.dump();
+      EXPECT_GE(rest, -0.01 * step) << rank.dump();
+      EXPECT_GT(rank.at(5).get<double>(), 0) << rank.dump();  // the AdamW step
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hp::testing
