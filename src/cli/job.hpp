@@ -23,6 +23,11 @@ struct JobOptions {
 // throws std::invalid_argument naming the flag. run_job checks it first.
 void check_job_options(const JobOptions& o);
 
+// Before starting nproc local ranks: refuses (std::invalid_argument naming
+// --nproc) more than the machine's available memory holds at a rank process's
+// own cost; warns on stderr when they outnumber the cores four times over.
+void check_local_ranks_fit(int nproc);
+
 // validate(world) runs before anything starts (in the launcher, and again in
 // each rank before its process group exists); rank_main runs in each rank
 // with its process group (null for a one-rank job). Returns the exit code.

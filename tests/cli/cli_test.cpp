@@ -149,6 +149,10 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --log-interval 0", "--log-interval must be >= 1");
   expect_error("train --inject-fault 1:x:exit", "--inject-fault '1:x:exit': RANK and STEP must be integers");
   expect_error("bench --steps 0", "--steps must be >= 1");
+  // Issue 15 item 7: local ranks bounded by the machine's memory (about 64 MiB a process; the
+  // CI machine has 24 GiB), before any process starts; every command that launches ranks.
+  expect_error("train --nproc 1000", "--nproc 1000 local ranks need about 62.5 GiB for the processes alone");
+  expect_error("bench --nproc 1000", "use at most");
   expect_error("bench --emulate-layer-ms 3,x", "--emulate-layer-ms: '3,x': expected F or F,B");
   expect_error("train --emulate-layer-ms -1", "expected F or F,B, each layer's forward and backward milliseconds");
   expect_error("train --emulate-only", "--emulate-only requires --emulate-layer-ms");
