@@ -112,9 +112,9 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
 }
 
 // One more step, traced, and an AdamW step: where this rank's time went, in
-// ms: {step, compute (waits excluded), waits for received data, posting
-// messages, the rest of the step (the runtime between actions, the loss
-// reduction, draining sends), optimizer}.
+// ms: {step, compute (waits excluded), waits (for received data inside the
+// actions, for the last sends and the reductions after them), posting
+// messages, the rest (the runtime between actions), optimizer}.
 std::vector<double> overhead_breakdown(runtime::Pipeline& p, const std::vector<runtime::MicroBatch>& micros,
                                        comm::ProcessGroup* pg) {
   runtime::ActionTrace trace;
@@ -134,8 +134,8 @@ std::vector<double> overhead_breakdown(runtime::Pipeline& p, const std::vector<r
   for (const auto& e : trace.events()) {
     const double ms = (e.end_us - e.start_us) / 1000.0;
     (e.category == "wait" ? wait : e.category == "post" ? post : compute) += ms;
-    // A wait for received data happens inside the action that needs it; the
-    // step's last sends and reductions (no action) after the actions.
+    // A wait for received data happens inside the action that needs it (the
+    // event names it); the last sends and the reductions (no action) after.
     if (e.category == "wait" && e.action.micro >= 0) compute -= ms;
   }
   return {step, compute, wait, post, step - compute - wait - post, opt};
@@ -208,8 +208,8 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     std::cout << peaks.str() << "\n";
   }
   if (a.overhead) {
-    std::cout << "\nwhere one step went, ms (compute without waits | waits for received data | posting messages |"
-                 " the rest of the step: runtime, loss reduction, draining sends | an AdamW step)\n";
+    std::cout << "\nwhere one step went, ms (compute without waits | waits: for received data, the last sends, the"
+                 " reductions | posting messages | the rest: the runtime between actions | an AdamW step)\n";
     for (const auto& r : results) {
       std::cout << r["schedule"].get<std::string>() << " v" << r["vpp"].get<int>() << "\n";
       std::cout << std::right << std::setw(8) << "rank" << std::setw(10) << "step" << std::setw(10) << "compute"

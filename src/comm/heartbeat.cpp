@@ -41,11 +41,16 @@ struct Board {
   std::atomic<bool> active{false};
   std::function<void()> wake;  // asks the beat to publish now (set while a Heartbeat exists)
 };
-Board board;
+// Never destroyed: a detached beat or survey thread may still read it while
+// the process exits.
+Board& board = *new Board;
 
 // A rank that beats, waits for no message and has not moved for this long is
 // stuck in its own code (a step's compute takes well under it).
 std::int64_t stuck_after_ms(Ms interval) { return std::max<std::int64_t>(5000, 5 * interval.count()); }
+
+// How long one store operation of the heartbeat's connection may take.
+Ms store_timeout(Ms interval) { return std::max(Ms(2000), 2 * interval); }
 
 std::string key_of(int rank) { return "hp/heartbeat/" + std::to_string(rank); }
 
@@ -85,7 +90,6 @@ bool WaitNote::wanted() { return board.active && std::this_thread::get_id() == b
 WaitNote::WaitNote(const std::string& what) {
   if (!wanted()) return;
   std::lock_guard<std::mutex> lock(board.mu);
-  if (!board.waiting.empty()) return;  // an outer wait (a bundle) is already noted
   board.waiting = what;
   board.waiting_since = wall_ms();
   noted_ = true;
@@ -136,10 +140,21 @@ struct Heartbeat::State {
     return j;
   }
 
+  // The record is taken under the store's lock, so a beat taken before a
+  // failure never lands after the failure's record.
   void publish() {
-    const std::string text = record().dump();
     std::lock_guard<std::mutex> lock(store_mu);
+    const std::string text = record().dump();
     store->set(key_of(rank), std::vector<std::uint8_t>(text.begin(), text.end()));
+  }
+
+  // publish() for a rank on its way out: a store that is gone is the
+  // survey's to report, not this rank's error.
+  void try_publish() {
+    try {
+      publish();
+    } catch (const std::exception&) {
+    }
   }
 
   // Every rank's record (absent: it never beat). Throws when the store fails.
@@ -162,11 +177,7 @@ struct Heartbeat::State {
     while (!stop) {
       woken = false;
       lock.unlock();
-      try {
-        publish();
-      } catch (const std::exception&) {
-        // The store is gone (rank 0 exited): a failing peer's survey says so.
-      }
+      try_publish();  // a store that is gone (rank 0 exited): a failing peer's survey says so
       lock.lock();
       cv.wait_for(lock, interval, [this] { return stop || woken; });
     }
@@ -211,7 +222,7 @@ Heartbeat::Heartbeat(const ProcessGroup& job, HeartbeatOptions options) : state_
   so.port = static_cast<std::uint16_t>(job.store_port());
   so.isServer = false;
   so.waitWorkers = false;
-  so.timeout = std::max(Ms(2000), 2 * options.interval);
+  so.timeout = store_timeout(options.interval);
   s.store = c10::make_intrusive<c10d::TCPStore>(job.env().master_addr, so);
   {
     std::lock_guard<std::mutex> lock(board.mu);
@@ -232,7 +243,7 @@ Heartbeat::Heartbeat(const ProcessGroup& job, HeartbeatOptions options) : state_
     }
   };
   board.active = true;
-  s.publish();
+  s.try_publish();
   std::thread([st = state_] { st->beat_loop(); }).detach();
 }
 
@@ -259,11 +270,7 @@ void Heartbeat::report_failure(const std::string& error) {
   state_->cv.notify_all();
   auto st = state_;
   bounded(2 * state_->interval + Ms(1000), [st] {
-    try {
-      st->publish();
-    } catch (const std::exception&) {
-      // The store is gone; the survey of whoever reads it next says so.
-    }
+    st->try_publish();
     return std::string();
   });
 }
@@ -358,17 +365,14 @@ std::string Heartbeat::diagnose() {
            seconds(st->interval.count()) + "):\n" +
            table.str();
   };
-  const Ms limit = gap + 4 * std::max(Ms(2000), 2 * st->interval);
+  const Ms limit = gap + 4 * store_timeout(st->interval);
   auto text = bounded(limit, [st, survey] {
     std::string t = survey();
     {
       std::lock_guard<std::mutex> lock(st->mu);
       st->surveyed = true;
     }
-    try {
-      st->publish();
-    } catch (const std::exception&) {
-    }
+    st->try_publish();
     return t;
   });
   if (!text)

@@ -4,8 +4,9 @@
 // have failed because of that peer), and say where every rank was.
 //
 // Position: what the rank is doing, noted in memory by the layers that know it
-// (the trainer's step, the executor's action, and every wait on a Work made by
-// the rank's main thread, noted by comm itself) and published with each beat.
+// (the trainer's step, the executor's action, and every wait of the rank's
+// main thread on a Work or on its send queue, noted by comm itself) and
+// published with each beat.
 // Noting costs a lock and a string copy, never a store round trip.
 //
 // Contract:

@@ -1,5 +1,10 @@
 #include "comm/send_queue.hpp"
 
+#include <optional>
+#include <string>
+
+#include "comm/heartbeat.hpp"
+
 namespace hp::comm {
 
 SendQueue::SendQueue() : thread_([this] { loop(); }) {}
@@ -27,6 +32,10 @@ void SendQueue::push(Work send) {
 }
 
 void SendQueue::drain() {
+  // The owner thread waits here for its peers to take the sends: the
+  // heartbeat shows that as a wait, not as a rank stuck in its own code.
+  std::optional<detail::WaitNote> note;
+  if (detail::WaitNote::wanted()) note.emplace("its sends still in flight (" + std::to_string(pending()) + ")");
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return failure_ || (queue_.empty() && waiting_ == 0); });
   rethrow_failure();

@@ -20,7 +20,9 @@
 //   end of a step).
 // - Movable, not copyable. Use a Work from the thread that owns its group, or
 //   hand it whole to one other thread that only waits and drops it (SendQueue).
-//   A Work keeps the transport alive, so it may outlive its ProcessGroup object.
+//   A Work keeps the transport alive, so it may outlive its ProcessGroup
+//   object; except a meta receive's (P2P::irecv_with_meta), which posts its
+//   data's receive in wait() and needs the group until then.
 #pragma once
 
 #include <ATen/core/Tensor.h>

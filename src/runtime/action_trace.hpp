@@ -2,10 +2,13 @@
 // end on the steady clock, and inside them the waits for received data. The
 // measured counterpart of the simulator's timeline (schedule/simulate.hpp).
 //
-// Categories: "compute" (FWD, BWD, the MPipe compute actions and
-// broadcasts), "post" (posting a send or a receive: the P2P actions), "wait"
-// (waiting for a received tensor inside the action that needs it). Events are
-// in microseconds since the recorder's origin.
+// Categories: "compute" (FWD, BWD, the MPipe compute actions, broadcasts and
+// MPIPE_GRAD_RECV_WITH_BACKWARD, which runs the preprocess backward), "post"
+// (posting a send or a receive: the other P2P actions), "wait" (waiting for a
+// received tensor inside the action that needs it, which the event's action
+// names; or, with no action (micro -1), the step's last sends and its
+// reductions after its actions). Events are in microseconds since the
+// recorder's origin.
 //
 // Contract: one recorder per executor, used from the rank's thread; clear()
 // between steps keeps only what the caller wants. Recording costs two clock

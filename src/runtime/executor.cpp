@@ -288,8 +288,14 @@ void Executor::run_action(const Action& a) {
   current_ = &a;
   posted_bytes_ = 0;
   const double start = trace_->now_us();
-  handlers_.at(a.type)(a);
-  const bool post = schedule::is_p2p(a.type);
+  try {
+    handlers_.at(a.type)(a);
+  } catch (...) {
+    current_ = nullptr;
+    throw;
+  }
+  // MPipe's gradient receive runs the preprocess backward: compute.
+  const bool post = schedule::is_p2p(a.type) && a.type != ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
   trace_->add({describe(a), post ? "post" : "compute", a, start, trace_->now_us(), post ? posted_bytes_ : 0});
   current_ = nullptr;
 }

@@ -32,6 +32,11 @@ struct Reads {
   std::vector<int> input_micros;
   bool targets = false;
   bool extra = false;
+  // The micro-batches the targets and extra data are read of: [first_micro,
+  // last_micro), all when last_micro < 0 (a data-parallel replica's own).
+  int first_micro = 0;
+  int last_micro = -1;
+  bool covers(int m) const { return m >= first_micro && (last_micro < 0 || m < last_micro); }
 };
 
 // Bytes of the tensors defined in the micro-batches (what a rank loaded).

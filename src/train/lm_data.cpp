@@ -79,7 +79,9 @@ std::vector<runtime::MicroBatch> LmData::sample(const data::TokenSource& source,
                                                 std::uint64_t seed) const {
   const int rows = options_.micro_batch_size;
   // Only the rows of the micro-batches this rank reads come from the source.
-  std::vector<bool> read(static_cast<std::size_t>(rows * micro_batches), reads.targets);
+  std::vector<bool> read(static_cast<std::size_t>(rows * micro_batches), false);
+  for (int m = 0; m < micro_batches; ++m)
+    if (reads.targets && reads.covers(m)) std::fill(read.begin() + m * rows, read.begin() + (m + 1) * rows, true);
   for (int m : reads.input_micros) std::fill(read.begin() + m * rows, read.begin() + (m + 1) * rows, true);
   if (std::find(read.begin(), read.end(), true) == read.end()) return std::vector<runtime::MicroBatch>(micro_batches);
   data::BatchOptions b;

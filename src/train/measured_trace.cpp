@@ -111,6 +111,7 @@ schedule::CostModel measured_costs(const std::vector<std::vector<TraceEvent>>& r
     c.per_stage[s] = {mean(s, schedule::ActionType::FWD, 0), mean(s, schedule::ActionType::BWD, 0)};
   c.pre_f = mean(0, schedule::ActionType::MPIPE_TRANSPOSE_FWD, 0);
   c.pre_b = mean(0, schedule::ActionType::MPIPE_TRANSPOSE_BWD, 0);
+  c.recompute = 0;  // the measured TRANSPOSE_BWD already holds its recompute
   return c;
 }
 

@@ -50,6 +50,8 @@ std::vector<runtime::MicroBatch> replica_batch(const Task& task, Fetch fetch, st
   const int mb = pipeline.options().schedule.micro_batches;
   runtime::Reads reads = pipeline.reads();
   for (int& m : reads.input_micros) m += at.replica * mb;
+  reads.first_micro = at.replica * mb;
+  reads.last_micro = (at.replica + 1) * mb;
   auto global = (task.*fetch)(index, at.replicas * mb, reads);
   return std::vector<runtime::MicroBatch>(std::make_move_iterator(global.begin() + at.replica * mb),
                                           std::make_move_iterator(global.begin() + (at.replica + 1) * mb));

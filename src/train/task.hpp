@@ -66,7 +66,8 @@ class Task {
 inline constexpr std::uint64_t kHeldOutSeedMix = 0x6576616c2d736574ULL;
 
 // Clears what a rank does not read: the input outside reads.input_micros, the
-// targets unless reads.targets, the extra data unless reads.extra.
+// targets unless reads.targets, the extra data unless reads.extra (both only
+// of the micro-batches reads covers).
 void keep_what_is_read(std::vector<runtime::MicroBatch>& micros, const runtime::Reads& reads);
 
 }  // namespace hp::train

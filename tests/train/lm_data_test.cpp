@@ -26,6 +26,8 @@ TEST(LmData, ARankReadsOnlyTheRowsOfWhatItConsumes) {
   EXPECT_EQ(read({}), 0);
   EXPECT_EQ(read({{1, 3}, false, false}), 2 * o.micro_batch_size * window);
   EXPECT_EQ(read({{}, true, false}), 4 * o.micro_batch_size * window);
+  // A data-parallel replica's last stage reads the labels of its own micro-batches only.
+  EXPECT_EQ(read({{}, true, false, 2, 4}), 2 * o.micro_batch_size * window);
   // What is read is what the whole batch holds there.
   const auto whole = data.batch(5, 4, {{0, 1, 2, 3}, true, false}, 7);
   const auto mine = data.batch(5, 4, {{2}, false, false}, 7);
