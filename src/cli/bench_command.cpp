@@ -163,9 +163,8 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     }
     if (pg) pg->barrier();
     const double measured = ms_since(t0) / a.steps;
-    at::Tensor peak = at::full({1}, static_cast<double>(memory::peak_bytes()), at::kDouble);
-    if (pg) peak = pg->all_gather(peak);
-    std::vector<double> peaks(peak.data_ptr<double>(), peak.data_ptr<double>() + peak.numel());
+    std::vector<double> peaks;
+    for (const auto& row : comm::all_gather_rows(pg, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
     auto cost = calibrate(model, micros[0], p.options().schedule.num_stages(), 3);
     p.zero_grad();
     at::Tensor t = at::tensor(cost, at::kDouble);
@@ -175,12 +174,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
       cm.per_stage[s] = schedule::StageCost{t[2 * s].item<double>(), t[2 * s + 1].item<double>()};
     const auto sim = schedule::simulate(schedule::generate(p.options().schedule), cm);
     nlohmann::json overhead;
-    if (a.overhead) {
-      at::Tensor rows = at::tensor(overhead_breakdown(p, micros, pg), at::kDouble);
-      rows = pg ? pg->all_gather(rows) : rows.unsqueeze(0);
-      for (int r = 0; r < rows.size(0); ++r)
-        overhead.push_back(std::vector<double>(rows[r].data_ptr<double>(), rows[r].data_ptr<double>() + rows.size(1)));
-    }
+    if (a.overhead) overhead = comm::all_gather_rows(pg, overhead_breakdown(p, micros, pg));
     results.push_back({{"schedule", name},
                        {"pp", world},
                        {"vpp", p.options().schedule.vpp},

@@ -576,4 +576,15 @@ void ProcessGroup::reset_counters() {
   impl_->sh->messages_received = 0;
 }
 
+std::vector<std::vector<double>> all_gather_rows(ProcessGroup* group, const std::vector<double>& row) {
+  if (!group || group->world_size() == 1) return {row};
+  const at::Tensor all = group->all_gather(at::tensor(row, at::kDouble)).contiguous();
+  std::vector<std::vector<double>> out;
+  for (int r = 0; r < group->world_size(); ++r) {
+    const double* p = all[r].data_ptr<double>();
+    out.emplace_back(p, p + row.size());
+  }
+  return out;
+}
+
 }  // namespace hp::comm

@@ -141,4 +141,9 @@ class ProcessGroup {
 
 std::string reduce_op_name(ReduceOp op);
 
+// Every rank's `row` (the same length everywhere), by rank: one all_gather
+// of doubles. A null or one-rank group gives {row}. For small per-rank
+// reports (metrics, benchmarks).
+std::vector<std::vector<double>> all_gather_rows(ProcessGroup* group, const std::vector<double>& row);
+
 }  // namespace hp::comm

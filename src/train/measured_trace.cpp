@@ -154,8 +154,8 @@ std::string stack_svgs(const std::vector<std::pair<std::string, std::string>>& p
 double clock_offset_us(comm::ProcessGroup* world) {
   if (!world || world->world_size() == 1) return 0;
   world->barrier();
-  const at::Tensor t = world->all_gather(at::full({1}, steady_now_us(), at::kDouble));
-  return t[world->rank()].item<double>() - t[0].item<double>();
+  const auto t = comm::all_gather_rows(world, {steady_now_us()});
+  return t[static_cast<size_t>(world->rank())][0] - t[0][0];
 }
 
 void write_measured_trace(const runtime::ActionTrace& trace, double offset_us, comm::ProcessGroup* world,

@@ -332,9 +332,10 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
                                  static_cast<double>(optimizer.state_bytes()),
                                  static_cast<double>(memory::peak_bytes()),
                                  static_cast<double>(bytes_loaded)});
-      at::Tensor rows = at::tensor(mine, at::kDouble).unsqueeze(0);
-      if (pg && pg->world_size() > 1) rows = pg->all_gather(rows.squeeze(0));
-      const at::Tensor sums = rows.sum(0);
+      const auto rows = comm::all_gather_rows(pg, mine);
+      std::vector<double> sums(mine.size(), 0.0);
+      for (const auto& row : rows)
+        for (size_t i = 0; i < row.size(); ++i) sums[i] += row[i];
       if (metrics) {
         StepMetrics m;
         m.step = step;
@@ -344,15 +345,12 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
         m.lr = lr;
         m.grad_norm = norm;
         m.extra["bytes_broadcast"] = static_cast<double>(bytes_broadcast);
-        m.extra["bytes_sent"] = sums[0].item<double>();
-        m.extra["bytes_received"] = sums[1].item<double>();
-        m.extra["optimizer_state_bytes"] = sums[2].item<double>();  // of every rank
-        for (const auto& [name, column] : {std::pair{"peak_bytes", 3}, {"bytes_loaded", 4}}) {
-          const at::Tensor values = rows.select(1, column).contiguous();
-          m.per_rank[name].assign(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
-        }
-        for (size_t i = 0; i < model_metric_names.size(); ++i)
-          m.extra[model_metric_names[i]] = sums[5 + static_cast<std::int64_t>(i)].item<double>();
+        m.extra["bytes_sent"] = sums[0];
+        m.extra["bytes_received"] = sums[1];
+        m.extra["optimizer_state_bytes"] = sums[2];  // of every rank
+        for (const auto& [name, column] : {std::pair{"peak_bytes", 3}, {"bytes_loaded", 4}})
+          for (const auto& row : rows) m.per_rank[name].push_back(row[column]);
+        for (size_t i = 0; i < model_metric_names.size(); ++i) m.extra[model_metric_names[i]] = sums[5 + i];
         if (val_loss) m.extra["val_loss"] = *val_loss;
         metrics->write(m);
       }
