@@ -132,11 +132,11 @@ std::vector<double> overhead_breakdown(runtime::Pipeline& p, const std::vector<r
   p.zero_grad();
   double compute = 0, wait = 0, post = 0;
   for (const auto& e : trace.events()) {
-    const double ms = (e.end_us - e.start_us) / 1000.0;
-    (e.category == "wait" ? wait : e.category == "post" ? post : compute) += ms;
-    // A wait for received data happens inside the action that needs it (the
-    // event names it); the last sends and the reductions (no action) after.
-    if (e.category == "wait" && e.action.micro >= 0) compute -= ms;
+    // An action's waits are wait events too: its own work is busy_us().
+    if (e.category == "wait")
+      wait += (e.end_us - e.start_us) / 1000.0;
+    else
+      (e.category == "post" ? post : compute) += e.busy_us() / 1000.0;
   }
   return {step, compute, wait, post, step - compute - wait - post, opt};
 }

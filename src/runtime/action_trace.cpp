@@ -10,7 +10,7 @@ std::string trace_events_json(const std::vector<TraceEvent>& events) {
   nlohmann::json a = nlohmann::json::array();
   for (const TraceEvent& e : events)
     a.push_back({e.name, e.category, e.action.micro < 0 ? "" : schedule::format_action(e.action), e.start_us,
-                 e.end_us, e.bytes});
+                 e.end_us, e.bytes, e.waited_us, e.ready_us});
   return a.dump();
 }
 
@@ -29,6 +29,8 @@ std::vector<TraceEvent> trace_events_from_json(const std::string& text) {
     e.start_us = j.at(3).get<double>();
     e.end_us = j.at(4).get<double>();
     e.bytes = j.at(5).get<std::int64_t>();
+    e.waited_us = j.at(6).get<double>();
+    e.ready_us = j.at(7).get<double>();
     out.push_back(std::move(e));
   }
   return out;

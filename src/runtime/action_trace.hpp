@@ -31,6 +31,12 @@ struct TraceEvent {
   double start_us = 0;
   double end_us = 0;
   std::int64_t bytes = 0;  // posts and waits: the tensor's bytes (a receive's once it arrived)
+  // Compute and posts: the time spent inside waiting for received data, and
+  // when the last of it had arrived (start_us when it waited for none).
+  double waited_us = 0;
+  double ready_us = 0;
+  // The event's own work: its duration less its waits.
+  double busy_us() const { return end_us - start_us - waited_us; }
 };
 
 class ActionTrace {

@@ -169,9 +169,12 @@ at::Tensor Executor::take_recv(comm::MessageKind kind, int stage, int micro) {
   const double start = trace_ ? trace_->now_us() : 0;
   it->second.wait();
   at::Tensor t = it->second.tensor();
-  if (trace_)
+  if (trace_) {
+    ready_us_ = trace_->now_us();
+    waited_us_ += ready_us_ - start;
     trace_->add({"wait " + comm::describe_tag(tag), "wait", current_ ? *current_ : schedule::Action{}, start,
-                 trace_->now_us(), static_cast<std::int64_t>(t.nbytes())});
+                 ready_us_, static_cast<std::int64_t>(t.nbytes())});
+  }
   recvs_.erase(it);
   if (learning_.erase(tag)) learned_[tag] = {t.sizes().vec(), t.scalar_type()};
   return t;
@@ -288,6 +291,8 @@ void Executor::run_action(const Action& a) {
   current_ = &a;
   posted_bytes_ = 0;
   const double start = trace_->now_us();
+  waited_us_ = 0;
+  ready_us_ = start;
   try {
     handlers_.at(a.type)(a);
   } catch (...) {
@@ -296,7 +301,8 @@ void Executor::run_action(const Action& a) {
   }
   // MPipe's gradient receive runs the preprocess backward: compute.
   const bool post = schedule::is_p2p(a.type) && a.type != ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
-  trace_->add({describe(a), post ? "post" : "compute", a, start, trace_->now_us(), post ? posted_bytes_ : 0});
+  trace_->add({describe(a), post ? "post" : "compute", a, start, trace_->now_us(), post ? posted_bytes_ : 0,
+               waited_us_, ready_us_});
   current_ = nullptr;
 }
 

@@ -163,6 +163,7 @@ class Executor {
   ActionTrace* trace_ = nullptr;
   const schedule::Action* current_ = nullptr;  // the action running (for traced waits)
   std::int64_t posted_bytes_ = 0;               // by the last post_send / post_recv (traced posts)
+  double waited_us_ = 0, ready_us_ = 0;         // the running action's waits (traced)
   std::map<int, at::Tensor> outputs_;  // forward-only: the last stage's outputs of this run
 };
 

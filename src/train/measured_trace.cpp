@@ -56,18 +56,10 @@ schedule::SimulationReport measured_report(const std::vector<std::vector<TraceEv
   for (const auto& events : ranks) {
     schedule::RankReport rr;
     int active = 0;
-    double waited_from = -1, waited_to = -1;  // the waits just before the next action's end
     for (const TraceEvent& e : events) {
-      double s = (e.start_us - t0) / 1000.0;
-      const double f = (e.end_us - t0) / 1000.0;
-      if (e.category == "wait") {
-        if (waited_from < 0) waited_from = s;
-        waited_to = f;
-        continue;
-      }
+      if (e.category == "wait") continue;
       // An action that waited for its input starts computing when the data is there.
-      if (waited_from >= s) s = waited_to;
-      waited_from = waited_to = -1;
+      const double s = (e.ready_us - t0) / 1000.0, f = (e.end_us - t0) / 1000.0;
       rr.timeline.push_back({e.action, s, f});
       end = std::max(end, f);
       if (e.category == "compute") rr.busy += f - s;
@@ -87,19 +79,13 @@ schedule::SimulationReport measured_report(const std::vector<std::vector<TraceEv
 // the micro-batches, and the MPipe preprocess's, as the simulator takes them.
 schedule::CostModel measured_costs(const std::vector<std::vector<TraceEvent>>& ranks) {
   std::map<std::pair<int, schedule::ActionType>, std::pair<double, int>> sum;
-  for (const auto& events : ranks) {
-    for (size_t i = 0; i < events.size(); ++i) {
-      const TraceEvent& e = events[i];
+  for (const auto& events : ranks)
+    for (const TraceEvent& e : events) {
       if (e.category != "compute") continue;
-      double waited = 0;
-      // Waits are recorded before the action that contains them ends.
-      for (size_t j = i; j-- > 0 && events[j].category == "wait" && events[j].start_us >= e.start_us;)
-        waited += events[j].end_us - events[j].start_us;
       auto& [total, n] = sum[{e.action.stage, e.action.type}];
-      total += (e.end_us - e.start_us - waited) / 1000.0;
+      total += e.busy_us() / 1000.0;
       ++n;
     }
-  }
   schedule::CostModel c;
   auto mean = [&](int stage, schedule::ActionType t, double fallback) {
     auto it = sum.find({stage, t});
@@ -162,10 +148,8 @@ void write_measured_trace(const runtime::ActionTrace& trace, double offset_us, c
                           const schedule::ScheduleOptions& layout, const TraceOutputs& out) {
   // Times on rank 0's clock: this rank's origin, less its offset.
   std::vector<TraceEvent> mine = trace.events();
-  for (TraceEvent& e : mine) {
-    e.start_us += trace.origin_us() - offset_us;
-    e.end_us += trace.origin_us() - offset_us;
-  }
+  for (TraceEvent& e : mine)
+    for (double* t : {&e.start_us, &e.end_us, &e.ready_us}) *t += trace.origin_us() - offset_us;
   const auto texts = gather_text(runtime::trace_events_json(mine), world);
   if (world && world->rank() != 0) return;
   std::vector<std::vector<TraceEvent>> ranks;

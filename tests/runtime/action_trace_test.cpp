@@ -10,7 +10,7 @@ TEST(ActionTrace, EventsRoundTripThroughJson) {
   const double a = t.now_us();
   schedule::Action f{schedule::ActionType::FWD, 2, 3, -1};
   schedule::Action s{schedule::ActionType::SEND_F, 2, 3, 3};
-  t.add({"2F3", "compute", f, a, a + 10, 0});
+  t.add({"2F3", "compute", f, a, a + 10, 0, 1, a + 2});
   t.add({"wait Activation(stage 1, micro 3)", "wait", f, a + 1, a + 2, 4096});
   t.add({"send", "post", s, a + 11, a + 12, 4096});
   t.add({"gradient and loss reductions", "wait", schedule::Action{}, a + 13, a + 14, 0});
@@ -23,7 +23,10 @@ TEST(ActionTrace, EventsRoundTripThroughJson) {
     EXPECT_DOUBLE_EQ(back[i].start_us, t.events()[i].start_us);
     EXPECT_DOUBLE_EQ(back[i].end_us, t.events()[i].end_us);
     EXPECT_EQ(back[i].bytes, t.events()[i].bytes);
+    EXPECT_DOUBLE_EQ(back[i].waited_us, t.events()[i].waited_us);
+    EXPECT_DOUBLE_EQ(back[i].ready_us, t.events()[i].ready_us);
   }
+  EXPECT_DOUBLE_EQ(back[0].busy_us(), 9);
   t.clear();
   EXPECT_TRUE(t.events().empty());
 }
