@@ -11,6 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   zlib1g-dev                          # crc32 of the checkpoint files
   librsvg2-bin                        # rsvg-convert: look at the SVG timelines as PNG
+  bsdutils                            # script: tests run commands on a pseudo-terminal
 )
 
 missing=()

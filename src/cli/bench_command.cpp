@@ -22,6 +22,7 @@
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
 #include "train/adamw.hpp"
+#include "train/progress.hpp"
 
 namespace hp::cli {
 namespace {
@@ -146,7 +147,12 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
   const int rank = pg ? pg->rank() : 0;
   nlohmann::json results = nlohmann::json::array();
-  for (const auto& name : split(a.schedules)) {
+  const auto schedules = split(a.schedules);
+  // One unit per timed step, a line per schedule when not on a terminal.
+  train::Progress progress(1, static_cast<std::int64_t>(schedules.size()) * a.steps, a.steps,
+                           train::progress_mode_of_stdout(), std::cout);
+  std::int64_t timed = 0;
+  for (const auto& name : schedules) {
     const auto options = pipeline_options(a, name, world);
     const runtime::RankModel model = model::build_gpt_stages(gpt_options(a), options.schedule, rank);
     runtime::Pipeline p(options, rank, pg, model);
@@ -160,6 +166,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     for (int s = 0; s < a.steps; ++s) {
       p.step(micros);
       p.zero_grad();
+      if (rank == 0) progress.update(++timed, name + " v" + std::to_string(options.schedule.vpp) + " timed");
     }
     if (pg) pg->barrier();
     const double measured = ms_since(t0) / a.steps;

@@ -78,7 +78,8 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
     const auto store = pg->store_keepalive();
     pg.reset();  // peers waiting on this rank fail now, not at their timeout
     const std::string survey = heartbeat.diagnose();
-    if (env.rank == 0) heartbeat.wait_for_peers(std::chrono::seconds(5));
+    // A store rank 0 hosts goes with it; a store file outlives every rank.
+    if (env.rank == 0 && env.store_path.empty()) heartbeat.wait_for_peers(std::chrono::seconds(5));
     throw std::runtime_error(std::string(e.what()) + "\n" + survey);
   } catch (const std::exception& e) {
     heartbeat.report_failure(e.what());

@@ -76,6 +76,13 @@ DistEnv DistEnv::parse(const std::function<std::optional<std::string>(const std:
                                 std::to_string(env.world_size - 1) +
                                 " rank(s) cannot know; it is only valid with WORLD_SIZE=1");
   }
+  if (auto path = lookup("HYPERPIPE_STORE_PATH")) {
+    if (path->empty() || (*path)[0] != '/') {
+      throw std::invalid_argument("HYPERPIPE_STORE_PATH=" + *path +
+                                  " must be an absolute file path (the job's store file), or not set");
+    }
+    env.store_path = *path;
+  }
   return env;
 }
 
@@ -85,6 +92,7 @@ std::string DistEnv::to_string() const {
   std::ostringstream os;
   os << "rank " << rank << "/" << world_size << " (local " << local_rank << ") master " << master_addr << ":"
      << master_port;
+  if (!store_path.empty()) os << " store " << store_path;
   return os.str();
 }
 

@@ -1,7 +1,9 @@
 // DistEnv: where this process sits in a multi-process job, read from the
 // torchrun-compatible environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 // MASTER_PORT). Both `torchrun --no-python ...` and hyperpipe's own local
-// launcher (launch/launcher.hpp) set these variables.
+// launcher (launch/launcher.hpp) set these variables; the local launcher also
+// sets HYPERPIPE_STORE_PATH, a file in a directory only its user can read, so
+// that a local job's store listens on no network interface at all.
 //
 // Contract: a plain value type, no LibTorch, no global state. from_environment()
 // reads the process environment once; parse() takes any lookup function so that
@@ -24,12 +26,15 @@ struct DistEnv {
   // 0 means "let rank 0's store pick a free port"; only meaningful when
   // world_size == 1 (nobody else needs to find it). parse() rejects 0 otherwise.
   int master_port = 0;
+  // Non-empty: the job's store is c10d's FileStore at this path instead of a
+  // TCPStore hosted by rank 0 (HYPERPIPE_STORE_PATH; the ranks share a disk).
+  std::string store_path;
 
   // A one-process group on loopback (rank 0 of 1, store on a free port).
   static DistEnv single_process();
 
   // Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
-  // process environment (all five are required). Throws std::invalid_argument,
+  // process environment (all five are required), and HYPERPIPE_STORE_PATH. Throws std::invalid_argument,
   // e.g. "RANK=abc is not an integer", "RANK=4 must be in [0, WORLD_SIZE=4)",
   // "MASTER_PORT is not set ...".
   static DistEnv from_environment();

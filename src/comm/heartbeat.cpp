@@ -1,7 +1,7 @@
 #include "comm/heartbeat.hpp"
 
 #include <nlohmann/json.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
+#include "comm/rendezvous.hpp"
 
 namespace hp::comm {
 namespace {
@@ -107,11 +108,12 @@ struct Heartbeat::State {
   int rank = 0;
   int world = 1;
   Ms interval{1000};
-  std::string store_host;
-  int store_port = 0;
+  // "the job's store, hosted by rank 0, " or "the job's store file PATH ".
+  std::string store_name;
+  bool store_hosted = false;  // rank 0 serves it: it goes when rank 0 goes
 
   std::mutex store_mu;  // one store operation at a time on this connection
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -218,12 +220,10 @@ Heartbeat::Heartbeat(const ProcessGroup& job, HeartbeatOptions options) : state_
   s.rank = job.env().rank;
   s.world = job.env().world_size;
   s.interval = options.interval;
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<std::uint16_t>(job.store_port());
-  so.isServer = false;
-  so.waitWorkers = false;
-  so.timeout = store_timeout(options.interval);
-  s.store = c10::make_intrusive<c10d::TCPStore>(job.env().master_addr, so);
+  s.store = connect_to_store(job.env(), job.store_port(), store_timeout(options.interval));
+  s.store_hosted = job.env().store_path.empty();
+  s.store_name = s.store_hosted ? "the job's store, hosted by rank 0, "
+                                              : "the job's store file " + job.env().store_path + " ";
   {
     std::lock_guard<std::mutex> lock(board.mu);
     board.owner = std::this_thread::get_id();
@@ -279,16 +279,17 @@ std::string Heartbeat::diagnose() {
   auto st = state_;
   const std::string me = "rank " + std::to_string(st->rank) + ": ";
   const Ms gap = 5 * st->interval / 2;
-  const std::string unreachable = me + "the job's store, hosted by rank 0, ";
-  auto survey = [st, me, gap, unreachable]() -> std::string {
+  const std::string unreachable = me + st->store_name;
+  const bool hosted = st->store_hosted;
+  auto survey = [st, me, gap, unreachable, hosted]() -> std::string {
     std::map<int, Json> first, second;
     try {
       first = st->read_all();
       std::this_thread::sleep_for(gap);
       second = st->read_all();
     } catch (const std::exception& e) {
-      return unreachable + "cannot be read (" + std::string(e.what()).substr(0, 200) +
-             "): rank 0 has died, stopped or already exited after a failure of its own\n";
+      return unreachable + "cannot be read (" + std::string(e.what()).substr(0, 200) + ")" +
+             (hosted ? ": rank 0 has died, stopped or already exited after a failure of its own" : "") + "\n";
     }
     const std::int64_t now = wall_ms();
     std::ostringstream head, table;
@@ -376,7 +377,8 @@ std::string Heartbeat::diagnose() {
     return t;
   });
   if (!text)
-    return unreachable + "did not answer within " + seconds(limit.count()) + ": rank 0 is stopped or stuck\n";
+    return unreachable + "did not answer within " + seconds(limit.count()) +
+           (hosted ? ": rank 0 is stopped or stuck\n" : "\n");
   return *text;
 }
 

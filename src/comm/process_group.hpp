@@ -1,9 +1,10 @@
 // ProcessGroup: the ranks of one job, connected over Gloo (TCP), with the
 // point-to-point and collective operations the pipeline needs.
 //
-// Rendezvous (create): rank 0 hosts a TCPStore at master_addr:master_port, the
-// other ranks connect to it as clients (retrying until the timeout, so start
-// order does not matter). Every rank announces itself under a PrefixStore of
+// Rendezvous (create): the ranks meet on a store: a FileStore at
+// DistEnv::store_path (local jobs: nothing listens), or a TCPStore that rank 0
+// hosts at master_addr:master_port, the other ranks connecting as clients
+// (retrying until the timeout, so start order does not matter). Every rank announces itself under a PrefixStore of
 // the group's name; a rank that does not show up within the timeout is named in
 // the error. Gloo then connects the full mesh on the local interface that routes
 // to master_addr (loopback for 127.0.0.1), or on GLOO_SOCKET_IFNAME, or on
@@ -102,7 +103,8 @@ class ProcessGroup {
   int global_rank(int rank) const;
   const DistEnv& env() const;
   std::chrono::milliseconds timeout() const;
-  // The port rank 0's store listens on (the chosen one when master_port is 0).
+  // The port rank 0's TCPStore listens on (the chosen one when master_port is
+  // 0); 0 when the job's store is a file or a single process's memory.
   int store_port() const;
   // Keeps the job's store (on rank 0 its server) alive while held, after the
   // group itself is destroyed: a failing rank 0 closes its connections at once

@@ -1,5 +1,7 @@
 #include "comm/rendezvous.hpp"
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -65,7 +67,27 @@ std::string wait_for_listener(const std::string& host, int port, std::chrono::st
 
 std::vector<std::uint8_t> bytes_of(const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); }
 
+// numWorkers -1: no FileStore removes the file when destroyed (each rank
+// holds several, so a count would reach the world size early); the launcher
+// that made the file removes its directory.
+c10::intrusive_ptr<c10d::Store> open_file_store(const std::string& path, Ms timeout) {
+  auto store = c10::make_intrusive<c10d::FileStore>(path, -1);
+  store->setTimeout(timeout);
+  return store;
+}
+
 }  // namespace
+
+c10::intrusive_ptr<c10d::Store> connect_to_store(const DistEnv& env, int port, Ms timeout) {
+  if (!env.store_path.empty()) return open_file_store(env.store_path, timeout);
+  if (port == 0) throw std::invalid_argument("connect_to_store: a single process's store is in its memory only");
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(port);
+  so.isServer = false;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+}
 
 // A UDP connect() sends nothing; it only selects the route, whose local end
 // getsockname() then reads.
@@ -108,7 +130,9 @@ Rendezvous::Rendezvous(const DistEnv& env, const ProcessGroupOptions& options)
     : env_(env),
       timeout_(options.timeout),
       who_("rank " + std::to_string(env.rank) + ": "),
-      where_(env.master_addr + ":" + std::to_string(env.master_port)),
+      where_(env.store_path.empty() ? env.master_addr + ":" + std::to_string(env.master_port)
+                                    : "file " + env.store_path),
+      same_(env.store_path.empty() ? "MASTER_ADDR and MASTER_PORT" : "HYPERPIPE_STORE_PATH"),
       limit_(format_duration(options.timeout)) {
   connect_store();
   group_store_ = c10::make_intrusive<c10d::PrefixStore>("hyperpipe/" + options.group_name, store_);
@@ -121,6 +145,15 @@ Rendezvous::Rendezvous(const DistEnv& env, const ProcessGroupOptions& options)
 }
 
 void Rendezvous::connect_store() {
+  if (!env_.store_path.empty()) {
+    store_ = open_file_store(env_.store_path, timeout_);
+    return;
+  }
+  if (env_.world_size == 1) {
+    store_ = c10::make_intrusive<c10d::HashStore>();
+    store_->setTimeout(timeout_);
+    return;
+  }
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(env_.master_port);
   so.isServer = env_.rank == 0;
@@ -184,7 +217,7 @@ void Rendezvous::wait_for_all(const std::string& key_prefix, const std::string& 
       for (std::size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
       os << " of " << world << " did not " << what << " within " << limit_
          << (missing.size() == 1 ? " (is it running" : " (are they running")
-         << ", with the same MASTER_ADDR and MASTER_PORT?)";
+         << ", with the same " << same_ << "?)";
     } else {
       os << "waiting for all ranks to " << what << " failed: " << clean_message(e);
     }

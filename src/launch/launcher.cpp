@@ -18,8 +18,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "launch/console.hpp"
 
 extern char** environ;
 
@@ -209,19 +212,50 @@ std::string find_program(const std::string& name) {
   return name;  // execve fails with ENOENT, reported as for posix_spawnp
 }
 
+// A directory only this user can enter, holding the ranks' store file; removed
+// with what the ranks left in it when the launch ends.
+class StoreDir {
+ public:
+  explicit StoreDir(bool wanted) {
+    if (!wanted) return;
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/hyperpipe-store-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("cannot create the job's private store directory " + pattern + ": " +
+                               std::strerror(errno) + " (set TMPDIR to a writable directory)");
+    }
+    dir_ = pattern;
+  }
+  ~StoreDir() {
+    if (dir_.empty()) return;
+    ::unlink(path().c_str());
+    ::rmdir(dir_.c_str());
+  }
+  StoreDir(const StoreDir&) = delete;
+  StoreDir& operator=(const StoreDir&) = delete;
+  // Empty when not wanted.
+  std::string path() const { return dir_.empty() ? std::string() : dir_ + "/store"; }
+
+ private:
+  std::string dir_;
+};
+
 class Launch {
  public:
   explicit Launch(const LaunchOptions& o) : o_(o) {
-    sink_ = o.on_output ? o.on_output : [](const LaunchOutput& l) {
-      std::string s = l.formatted() + "\n";
-      std::FILE* f = l.is_stderr ? stderr : stdout;
-      std::fwrite(s.data(), 1, s.size(), f);
-      std::fflush(f);
-    };
+    if (o.on_output) {
+      sink_ = o.on_output;
+    } else {
+      console_ = std::make_unique<Console>(stdout, stderr, ::isatty(STDOUT_FILENO) != 0);
+      relay_progress_ = ::isatty(STDOUT_FILENO) != 0;
+      sink_ = [this](const LaunchOutput& l) { console_->write(l); };
+    }
   }
 
   int run() {
     const int port = o_.master_port != 0 ? o_.master_port : pick_free_port(o_.master_addr);
+    StoreDir store_dir(o_.store_file);
+    store_path_ = store_dir.path();
     SignalGuard signals(o_.forward_signals);
     ranks_.resize(o_.nproc);
     const auto start = Clock::now();
@@ -309,6 +343,8 @@ class Launch {
     env.set("LOCAL_WORLD_SIZE", std::to_string(o_.nproc));
     env.set("MASTER_ADDR", o_.master_addr);
     env.set("MASTER_PORT", std::to_string(port));
+    if (!store_path_.empty()) env.set("HYPERPIPE_STORE_PATH", store_path_);
+    if (relay_progress_) env.set("HYPERPIPE_PROGRESS", "relay");
     std::vector<char*> envp = env.envp();
 
     std::vector<std::string> args = o_.command;
@@ -387,7 +423,8 @@ class Launch {
   }
 
   void emit(const Rank& rk, const Stream& s, std::string text) {
-    if (!text.empty() && text.back() == '\r') text.pop_back();
+    // A CRLF line loses its CR; a lone "\r" is a rank taking its progress bar away (console.hpp).
+    if (text.size() > 1 && text.back() == '\r') text.pop_back();
     sink_(LaunchOutput{rk.rank, s.is_stderr, std::move(text)});
   }
 
@@ -506,6 +543,9 @@ class Launch {
   const LaunchOptions& o_;
   std::function<void(const LaunchOutput&)> sink_;
   std::vector<Rank> ranks_;
+  std::string store_path_;  // HYPERPIPE_STORE_PATH for the ranks; empty: none
+  std::unique_ptr<Console> console_;  // the default output; null with on_output
+  bool relay_progress_ = false;       // ranks relay their progress bars to console_
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_ = Clock::time_point::max();

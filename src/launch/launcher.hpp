@@ -9,13 +9,19 @@
 // - Starts opts.nproc copies of opts.command (argv; command[0] is searched in
 //   PATH) with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
 //   MASTER_PORT set, OMP_NUM_THREADS = max(1, cores / nproc) unless already set
-//   (in the environment or in extra_env), then opts.extra_env. stdin is
+//   (in the environment or in extra_env), then opts.extra_env. With
+//   opts.store_file, HYPERPIPE_STORE_PATH names a file in a new directory
+//   under TMPDIR that only this user can enter (0700), removed when the ranks
+//   are gone: hyperpipe ranks keep their store there (c10d's FileStore), so
+//   a local job's store is reachable from no network interface. stdin is
 //   /dev/null; each rank runs in its own process group and gets SIGKILL when
 //   the launcher dies (PR_SET_PDEATHSIG), so a kill -9 of the launcher leaves
 //   no rank behind.
 // - Every line a rank writes to stdout/stderr reaches opts.on_output (default:
-//   the same stream of this process, prefixed "[rank R] "), line by line, in
-//   the order each rank wrote them.
+//   the same stream of this process, prefixed "[rank R] ", through a Console,
+//   launch/console.hpp), line by line, in the order each rank wrote them. With
+//   the default output on a terminal, the ranks get HYPERPIPE_PROGRESS=relay
+//   and their progress bars are drawn in place.
 // - When a rank exits non-zero or is killed by a signal, one line
 //   "hyperpipe launch: rank R failed with exit code C; stopping the other ranks"
 //   (or "... with signal S (NAME) ...") goes to on_output (as the launcher's
@@ -58,6 +64,8 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> extra_env;
   std::function<void(const LaunchOutput&)> on_output;  // empty: print prefixed lines
   bool forward_signals = true;
+  // Give the ranks a private store file (HYPERPIPE_STORE_PATH).
+  bool store_file = true;
 };
 
 // Throws std::invalid_argument for bad options (nproc < 1, empty command,

@@ -1,7 +1,6 @@
 #include "train/trainer.hpp"
 
 #include <ATen/ATen.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +27,7 @@
 #include "train/metrics.hpp"
 #include "runtime/tensor_memory.hpp"
 #include "train/place.hpp"
+#include "train/progress.hpp"
 
 namespace hp::train {
 namespace memory = runtime::tensor_memory;
@@ -38,39 +38,6 @@ LrScheduleOptions lr_options(const TrainOptions& o) {
   lr.decay_steps = std::max<std::int64_t>(o.steps, std::max<std::int64_t>(1, lr.warmup_steps));
   return lr;
 }
-
-// One status line per log interval, or a progress bar redrawn in place on a terminal.
-class Progress {
- public:
-  Progress(std::int64_t first, std::int64_t last, int interval)
-      : first_(first), last_(last), interval_(std::max(1, interval)), tty_(::isatty(STDOUT_FILENO)) {}
-
-  // val_loss: the held-out loss when this step evaluated (always printed then).
-  void update(std::int64_t step, double loss, double lr, double step_ms, double tokens_per_s,
-              std::optional<double> val_loss) {
-    std::ostringstream line;
-    line.precision(4);
-    line << "step " << step << "/" << last_ << "  loss " << loss;
-    if (val_loss) line << "  val loss " << *val_loss;
-    line << "  lr " << lr << "  " << step_ms << " ms/step  " << static_cast<long long>(tokens_per_s) << " tok/s";
-    if (tty_) {
-      const int width = 30;
-      const double done = static_cast<double>(step - first_ + 1) / static_cast<double>(last_ - first_ + 1);
-      const int filled = static_cast<int>(done * width);
-      std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << line.str()
-                << "   " << std::flush;
-      if (step == last_) std::cout << "\n";
-      if (val_loss && step != last_) std::cout << "\n";  // keep the evaluated step's line
-    } else if ((step - first_ + 1) % interval_ == 0 || step == first_ || step == last_ || val_loss) {
-      std::cout << line.str() << std::endl;
-    }
-  }
-
- private:
-  std::int64_t first_, last_;
-  int interval_;
-  bool tty_;
-};
 
 void validate_checkpoint_shape(const std::string& load, const Task& task);
 
@@ -266,7 +233,7 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   TrainResult result;
   result.first_step = first_step;
   result.last_step = o.steps;
-  Progress progress(first_step, o.steps, o.log_interval);
+  Progress progress(first_step, o.steps, o.log_interval, progress_mode_of_stdout(), std::cout);
   for (std::int64_t step = first_step; step <= o.steps; ++step) {
     if (o.fault.rank == at.world_rank && o.fault.step == step && o.fault.kind != "nospace") {
       std::cerr << "rank " << at.world_rank << ": injected fault (" << o.fault.kind << ") at step " << step << std::endl;
@@ -318,7 +285,14 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
       result.eval_losses.emplace_back(step, *val_loss);
     }
     const double tps = tokens / (ms / 1000.0);
-    if (at.world_rank == 0) progress.update(step, loss, lr, ms, tps, val_loss);
+    if (at.world_rank == 0) {
+      std::ostringstream status;
+      status.precision(4);
+      status << "loss " << loss;
+      if (val_loss) status << "  val loss " << *val_loss;
+      status << "  lr " << lr << "  " << ms << " ms/step  " << static_cast<long long>(tps) << " tok/s";
+      progress.update(step, status.str(), val_loss.has_value());
+    }
     // Pipeline traffic, the optimizer state kept, the model's values (averaged
     // over the replicas), each rank's peak tensor bytes and the data bytes it
     // loaded, gathered in one collective, only for --metrics.

@@ -55,6 +55,15 @@ TEST(DistEnv, ParsesTorchrunVariables) {
   EXPECT_EQ(e.master_port, 29500);
   EXPECT_EQ(e.to_string(), "rank 2/4 (local 0) master 10.0.0.1:29500");
   EXPECT_EQ(parse(with(good(), "RANK", " 3 ")).rank, 3);
+  EXPECT_EQ(e.store_path, "");
+}
+
+TEST(DistEnv, TakesTheLocalLaunchersStoreFile) {
+  DistEnv e = parse(with(good(), "HYPERPIPE_STORE_PATH", "/tmp/hyperpipe-store-x/store"));
+  EXPECT_EQ(e.store_path, "/tmp/hyperpipe-store-x/store");
+  EXPECT_EQ(e.to_string(), "rank 2/4 (local 0) master 10.0.0.1:29500 store /tmp/hyperpipe-store-x/store");
+  EXPECT_EQ(error_of(with(good(), "HYPERPIPE_STORE_PATH", "store")),
+            "HYPERPIPE_STORE_PATH=store must be an absolute file path (the job's store file), or not set");
 }
 
 TEST(DistEnv, ReportsNonIntegers) {

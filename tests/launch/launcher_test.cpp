@@ -117,6 +117,27 @@ TEST(Launcher, SetsTheRendezvousEnvironment) {
   EXPECT_EQ(ports.size(), 1u);  // every rank got the same picked port
 }
 
+TEST(Launcher, RanksShareAPrivateStoreFileThatIsRemovedAfterThem) {
+  Result r = run_sh(2, "d=$(dirname \"$HYPERPIPE_STORE_PATH\"); echo \"$HYPERPIPE_STORE_PATH $(stat -c %a \"$d\")\"");
+  ASSERT_EQ(r.code, 0) << r.all();
+  ASSERT_EQ(r.lines.size(), 2u) << r.all();
+  std::set<std::string> paths;
+  for (auto& l : r.lines) {
+    const auto space = l.text.find(' ');
+    paths.insert(l.text.substr(0, space));
+    EXPECT_EQ(l.text.substr(space + 1), "700") << "only the job's user may enter the store's directory";
+  }
+  ASSERT_EQ(paths.size(), 1u) << r.all();
+  const std::filesystem::path path = *paths.begin();
+  EXPECT_EQ(path.filename(), "store");
+  EXPECT_FALSE(std::filesystem::exists(path.parent_path())) << "left behind: " << path.parent_path();
+
+  LaunchOptions o;
+  o.store_file = false;
+  Result without = run_sh(1, "echo \"[${HYPERPIPE_STORE_PATH-unset}]\"", o);
+  EXPECT_TRUE(without.has_line("[rank 0] [unset]")) << without.all();
+}
+
 TEST(Launcher, RespectsAGivenPortAndOmpThreads) {
   LaunchOptions o;
   o.master_port = 23456;
