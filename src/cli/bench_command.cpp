@@ -22,6 +22,7 @@
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
 #include "train/adamw.hpp"
+#include "train/op_profile.hpp"
 #include "train/progress.hpp"
 
 namespace hp::cli {
@@ -39,6 +40,7 @@ struct BenchArgs {
   int steps = 4;
   bool pseudo_deallocate = false;
   bool overhead = false;
+  int profile_ops = 0;  // > 0: each rank prints its top operators of one step
   model::TransformerConfig model;
   std::string json;
 };
@@ -142,6 +144,34 @@ std::vector<double> overhead_breakdown(runtime::Pipeline& p, const std::vector<r
   return {step, compute, wait, post, step - compute - wait - post, opt};
 }
 
+// One step of `p` under LibTorch's profiler, its `top` operators by self
+// time printed by every rank in turn. Collective.
+void print_op_profile(runtime::Pipeline& p, const std::vector<runtime::MicroBatch>& micros, comm::ProcessGroup* pg,
+                      const std::string& schedule, int top) {
+  train::OpProfile profile;
+  p.step(micros);
+  p.zero_grad();
+  const auto ops = profile.stop();
+  double all_us = 0;
+  for (const auto& op : ops) all_us += op.self_us;
+  const int rank = pg ? pg->rank() : 0, world = pg ? pg->world_size() : 1;
+  for (int r = 0; r < world; ++r) {
+    if (r == rank) {
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(3) << "rank " << rank << ", " << schedule << ": one step's top " << top
+         << " operators by self time, of " << all_us / 1000 << " ms in operators\n"
+         << std::left << std::setw(40) << "operator" << std::right << std::setw(8) << "calls" << std::setw(11)
+         << "self ms" << std::setw(11) << "total ms" << std::setw(9) << "self %" << "\n";
+      for (int i = 0; i < std::min<int>(top, static_cast<int>(ops.size())); ++i)
+        os << std::left << std::setw(40) << ops[i].name.substr(0, 39) << std::right << std::setw(8) << ops[i].calls
+           << std::setw(11) << ops[i].self_us / 1000 << std::setw(11) << ops[i].total_us / 1000 << std::setw(8)
+           << std::setprecision(1) << 100 * ops[i].self_us / all_us << std::setprecision(3) << "%\n";
+      std::cout << os.str() << std::flush;
+    }
+    if (pg) pg->barrier();
+  }
+}
+
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   memory::install();
   const int world = pg ? pg->world_size() : 1;
@@ -182,6 +212,8 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     const auto sim = schedule::simulate(schedule::generate(p.options().schedule), cm);
     nlohmann::json overhead;
     if (a.overhead) overhead = comm::all_gather_rows(pg, overhead_breakdown(p, micros, pg));
+    if (a.profile_ops > 0)
+      print_op_profile(p, micros, pg, name + " v" + std::to_string(p.options().schedule.vpp), a.profile_ops);
     results.push_back({{"schedule", name},
                        {"pp", world},
                        {"vpp", p.options().schedule.vpp},
@@ -247,6 +279,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--pseudo-deallocate", a->pseudo_deallocate, "free sent activations' storage (as train)");
   cmd->add_flag("--overhead", a->overhead,
                 "also break one traced step per rank into compute, waits, posts, the rest and an AdamW step");
+  cmd->add_option("--profile-ops", a->profile_ops,
+                  "also profile one step per schedule with LibTorch's profiler: each rank prints its N operators"
+                  " with the most self time")
+      ->check(CLI::NonNegativeNumber);
   add_emulate_flags(cmd, &a->model.emulate);
   cmd->add_option("--json", a->json, "also write the results as JSON");
   cmd->callback([a, exit_code, nproc] {

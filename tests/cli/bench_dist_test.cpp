@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "run_command.hpp"
 
@@ -36,6 +39,29 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
       EXPECT_GE(rest, -0.01 * step) << rank.dump();
       EXPECT_GT(rank.at(5).get<double>(), 0) << rank.dump();  // the AdamW step
     }
+  }
+}
+
+// Issue 16: where a step's time goes, by operator, on every rank.
+TEST(BenchDist, EveryRankPrintsTheOperatorsOfOneStepByTheirSelfTime) {
+  const auto r = run_command(hyperpipe() + " bench --nproc 2 --layers 4 --hidden 32 --heads 2 --mb 4 --steps 1"
+                                 " --schedules 1f1b --profile-ops 4",
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string rank : {"0", "1"}) {
+    const std::string head = "[rank " + rank + "] rank " + rank + ", 1f1b v1: one step's top 4 operators by self time";
+    const auto at = r.output.find(head);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    // The table: a header and four operators, the matrix products among them.
+    std::istringstream table(r.output.substr(at));
+    std::vector<std::string> rows;
+    for (std::string line; std::getline(table, line) && rows.size() < 6;)
+      if (line.rfind("[rank " + rank + "] ", 0) == 0) rows.push_back(line);
+    ASSERT_EQ(rows.size(), 6u) << r.output;
+    EXPECT_NE(rows[1].find("operator"), std::string::npos) << rows[1];
+    std::string ops;
+    for (int i = 2; i < 6; ++i) ops += rows[i] + "\n";
+    EXPECT_NE(ops.find("aten::mm "), std::string::npos) << ops;
   }
 }
 
