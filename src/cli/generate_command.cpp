@@ -1,18 +1,28 @@
 #include "cli/generate_command.hpp"
 
+#include <ATen/ATen.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
+#include "data/ppm_image.hpp"
+#include "data/vl_data.hpp"
 #include "infer/decoder.hpp"
 #include "infer/gpt_decode_model.hpp"
+#include "infer/vl_decode_model.hpp"
+#include "model/layers.hpp"
 #include "schedule/generate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/gpt_task.hpp"
+#include "train/task.hpp"
+#include "train/vl_task.hpp"
 
 namespace hp::cli {
 namespace {
@@ -21,6 +31,8 @@ struct GenerateArgs {
   std::string load;
   std::string prompt;
   std::string prompts_file;
+  std::vector<std::string> images;  // --image: held-out sample indices or PPM files (VL)
+  bool max_new_given = false;
   infer::GenerateOptions options;
   bool no_kv_cache = false;
   int vpp = 1;
@@ -35,6 +47,7 @@ const FlagNames& generate_flags() {
   static const FlagNames f = [] {
     FlagNames f = {{"generate.max_new_tokens", "--max-new-tokens"},
                    {"generate.prompts", "--prompt/--prompts"},
+                   {"generate.images", "--image"},
                    {"sampling.temperature", "--temperature"},
                    {"sampling.top_k", "--top-k"}};
     for (const auto& p : job_flags()) f.push_back(p);
@@ -79,22 +92,71 @@ std::vector<std::string> prompt_texts(const GenerateArgs& a) {
 
 struct Job {
   model::TransformerConfig config;
+  std::optional<model::VLStagesOptions> vl;  // a VL checkpoint: captions of images
   schedule::ScheduleOptions layout;
-  std::vector<std::string> texts;
+  std::vector<std::string> texts;  // the prompts, or the images' names
   std::vector<std::vector<std::int64_t>> prompts;
+  std::vector<std::vector<float>> images;  // VL: [3, S, S] per prompt
   infer::GenerateOptions options;
 };
+
+// The held-out stream of the default --seed: images no training run of that seed has read.
+constexpr std::uint64_t kImageSeed = 1234 ^ train::kHeldOutSeedMix;
+
+// VL: each --image is a held-out sample's index or a PPM file; its prompt is <bos>.
+void resolve_images(const GenerateArgs& a, Job& job) {
+  if (!a.prompt.empty() || !a.prompts_file.empty())
+    throw std::invalid_argument("--load " + a.load + " holds a VL model, which captions images: give --image N "
+                                "(a held-out synthetic image) or --image FILE.ppm, not --prompt/--prompts");
+  if (a.images.empty())
+    throw std::invalid_argument("--load " + a.load + " holds a VL model: give --image N (a held-out synthetic image) "
+                                "or --image FILE.ppm, once per image to caption");
+  const int size = job.vl->vision.image_size;
+  for (const auto& image : a.images) {
+    if (!image.empty() && image.find_first_not_of("0123456789") == std::string::npos && image.size() < 16) {
+      const auto index = std::stoll(image);
+      const data::VLBatch b = data::make_vl_batch(size, 1, kImageSeed, index);
+      job.images.push_back(b.images);
+      job.texts.push_back("image " + image + " (drawn: " + data::caption_text(b.captions.data(), data::kVLCaptionTokens) +
+                          ")");
+    } else {
+      try {
+        job.images.push_back(data::read_ppm(image, size));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--image ") + e.what());
+      }
+      job.texts.push_back(image);
+    }
+    job.prompts.push_back({0});  // <bos>
+  }
+  // A caption's words, unless asked otherwise: what the positions after the patches hold.
+  if (!a.max_new_given) job.options.max_new_tokens = data::kVLCaptionTokens - 2;
+}
 
 // Everything checked before any rank starts: the checkpoint's model, the
 // layout, the prompts against the model.
 Job resolve(const GenerateArgs& a, int world) {
   if (a.load.empty()) throw std::invalid_argument("--load DIR is required: the checkpoint to decode from");
   Job job;
-  job.config = train::gpt_config_from_checkpoint(train::verify_checkpoint(a.load));
-  job.texts = prompt_texts(a);
-  for (const auto& t : job.texts) job.prompts.push_back(encode(t));
+  const train::CheckpointInfo info = train::verify_checkpoint(a.load);
   job.options = a.options;
   job.options.kv_cache = !a.no_kv_cache;
+  const std::string model = nlohmann::json::parse(info.metadata_json.empty() ? "{}" : info.metadata_json).value("model", "");
+  if (model == "hybrid")
+    throw std::invalid_argument("--load " + a.load + " holds a Hybrid model; generate decodes GPT and VL checkpoints "
+                                "(decoding Mamba layers needs a recurrent state cache, which hyperpipe lacks so far)");
+  if (model == "vl") {
+    job.vl = train::vl_options_from_checkpoint(info);
+    job.config = job.vl->text.config;
+    resolve_images(a, job);
+  } else {
+    if (!a.images.empty())
+      throw std::invalid_argument("--image: --load " + a.load + " holds a language model, which continues text; "
+                                  "give --prompt TEXT or --prompts FILE");
+    job.config = train::gpt_config_from_checkpoint(info);
+    job.texts = prompt_texts(a);
+    for (const auto& t : job.texts) job.prompts.push_back(encode(t));
+  }
   auto& l = job.layout;
   l.pp = world;
   l.vpp = a.vpp;
@@ -105,7 +167,8 @@ Job resolve(const GenerateArgs& a, int world) {
   if (a.vpp < 1) throw std::invalid_argument("--vpp must be >= 1, got " + std::to_string(a.vpp));
   schedule::check_options(l);
   infer::check_gpt_decode_layout(job.config, l);
-  infer::check_generate(job.prompts, job.options, job.config.vocab_size, job.config.max_seq_len);
+  const std::int64_t patches = job.vl ? job.vl->vision.num_patches() : 0;
+  infer::check_generate(job.prompts, job.options, job.config.vocab_size, job.config.max_seq_len - patches);
   return job;
 }
 
@@ -113,12 +176,33 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
   const int rank = pg ? pg->rank() : 0;
   const Job job = resolve(a, world);
-  infer::Decoder decoder(job.layout, rank, pg, infer::build_gpt_decode_model(job.config, job.layout, rank, 1));
+  infer::DecodeModel model;
+  if (job.vl) {
+    const int s = job.vl->vision.image_size;
+    std::vector<at::Tensor> images;
+    for (const auto& pixels : job.images)
+      images.push_back(at::tensor(pixels, at::kFloat)
+                           .view({1, data::kVLChannels, s, s})
+                           .to(model::to_scalar_type(job.config.dtype)));
+    model = infer::build_vl_decode_model(*job.vl, job.layout, rank, std::move(images));
+  } else {
+    model = infer::build_gpt_decode_model(job.config, job.layout, rank, 1);
+  }
+  infer::Decoder decoder(job.layout, rank, pg, std::move(model));
   train::NamedParams params = decoder.named_parameters();
   train::restore_checkpoint(a.load, params, nullptr);
   const auto generated = decoder.generate(job.prompts, job.options);
-  if (rank == 0)
-    for (size_t p = 0; p < generated.size(); ++p) std::cout << job.texts[p] << decode(generated[p]) << std::endl;
+  if (rank != 0) return 0;
+  for (size_t p = 0; p < generated.size(); ++p) {
+    if (!job.vl) {
+      std::cout << job.texts[p] << decode(generated[p]) << std::endl;
+      continue;
+    }
+    const auto& ids = generated[p];
+    const auto eos = std::find(ids.begin(), ids.end(), std::int64_t{1});  // <eos> ends a caption
+    std::cout << job.texts[p] << ": " << data::caption_text(ids.data(), static_cast<int>(eos - ids.begin()))
+              << std::endl;
+  }
   return 0;
 }
 
@@ -133,7 +217,12 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--load", a->load, "checkpoint directory (any training layout)");
   cmd->add_option("--prompt", a->prompt, "the text to continue (byte tokens)");
   cmd->add_option("--prompts", a->prompts_file, "a file of prompts, one per line, decoded together as micro-batches");
-  cmd->add_option("--max-new-tokens", a->options.max_new_tokens, "tokens to add to each prompt")->capture_default_str();
+  cmd->add_option("--image", a->images,
+                  "VL checkpoints: an image to caption, a held-out synthetic image's index or a PPM (P6) file;"
+                  " repeat for several, decoded together as micro-batches");
+  auto* max_new = cmd->add_option("--max-new-tokens", a->options.max_new_tokens,
+                                  "tokens to add to each prompt (VL: a caption's 7 words)")
+                      ->capture_default_str();
   cmd->add_option("--temperature", a->options.sampling.temperature, "0 = greedy; else sample softmax(logits / T)")
       ->capture_default_str();
   cmd->add_option("--top-k", a->options.sampling.top_k, "sample among the K likeliest tokens (0 = all)")
@@ -141,8 +230,9 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", a->options.sampling.seed, "seed of the sampler")->capture_default_str();
   cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole prefix at every token (no KV cache)");
   cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
-  cmd->callback([a, exit_code, nproc] {
+  cmd->callback([a, exit_code, nproc, max_new] {
     a->job.nproc_given = nproc->count() > 0;
+    a->max_new_given = max_new->count() > 0;
     *exit_code = run_job_reporting(
         "generate", generate_flags(), a->job, [a](int world) { resolve(*a, world); },
         [a](comm::ProcessGroup* pg) { return generate_rank(*a, pg); });

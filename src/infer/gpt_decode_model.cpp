@@ -45,21 +45,32 @@ void check_gpt_decode_layout(const model::TransformerConfig& config, const sched
 
 DecodeModel build_gpt_decode_model(const model::TransformerConfig& config, const schedule::ScheduleOptions& layout,
                                    int rank, std::int64_t rows) {
+  return build_prefixed_decode_model(config, layout, rank, rows, DecodePrefix{});
+}
+
+DecodeModel build_prefixed_decode_model(const model::TransformerConfig& config,
+                                        const schedule::ScheduleOptions& layout, int rank, std::int64_t rows,
+                                        DecodePrefix prefix) {
   check_gpt_decode_layout(config, layout);
   const model::Partition partition = model::Partition::even(config.num_layers, layout.pp, layout.vpp);
   auto state = std::make_shared<DecodeState>();
+  auto features = std::make_shared<std::function<at::Tensor(int)>>(std::move(prefix.features));
   DecodeModel d;
   d.vocab_size = config.vocab_size;
-  d.max_positions = config.max_seq_len;
+  d.max_positions = config.max_seq_len - prefix.length;
   for (auto& chunk : model::build_rank_chunks(config, partition, rank)) {
     runtime::PipelineStage s;
     s.index = chunk->stage();
     s.parameters = runtime::parameters_of(*chunk);
-    s.forward = [chunk, state](const at::Tensor& x, const runtime::MicroBatch& micro) {
+    const bool prefixed = chunk->stage() == 0 && prefix.length > 0;
+    if (prefixed)
+      for (const auto& p : prefix.parameters) s.parameters.push_back(p);
+    s.forward = [chunk, state, features, prefixed](const at::Tensor& x, const runtime::MicroBatch& micro) {
       const int m = micro_of(micro);
       model::KVCache& cache = state->caches[{chunk->stage(), m}];
-      if (state->step.at(m).first == 0) cache = model::KVCache{};
-      return chunk->decode(x, cache);
+      const bool fresh = state->step.at(m).first == 0;
+      if (fresh) cache = model::KVCache{};
+      return chunk->decode(x, prefixed && fresh ? (*features)(m) : at::Tensor(), cache);
     };
     d.stages.stages.push_back(std::move(s));
   }
@@ -68,9 +79,10 @@ DecodeModel build_gpt_decode_model(const model::TransformerConfig& config, const
   };
   d.stages.tied_parameters = model::gpt_tied_parameters(config);
   const runtime::TensorSpec act{{rows, 0, config.residual_width()}, model::to_scalar_type(config.dtype)};
-  d.stages.output_spec = [state, act](int, int micro) {
+  d.stages.output_spec = [state, act, length = prefix.length](int, int micro) {
     runtime::TensorSpec s = act;
-    s.shape[1] = state->step.at(micro).second;
+    const auto& [start, tokens] = state->step.at(micro);
+    s.shape[1] = tokens + (start == 0 ? length : 0);
     return s;
   };
   d.begin = [state](int micro, std::int64_t start, std::int64_t length) { state->step[micro] = {start, length}; };

@@ -269,16 +269,23 @@ void GPTChunk::check_hidden(const torch::Tensor& input, int64_t offset) const {
 }
 
 torch::Tensor GPTChunk::decode(const torch::Tensor& input, KVCache& cache) {
+  return decode(input, torch::Tensor(), cache);
+}
+
+torch::Tensor GPTChunk::decode(const torch::Tensor& input, const torch::Tensor& prefix, KVCache& cache) {
   if (!input.defined()) fail("GPTChunk stage " + std::to_string(stage_) + ": input is an undefined tensor");
+  if (prefix.defined() && !first_)
+    fail("GPTChunk stage " + std::to_string(stage_) + ": only a chunk with the embedding takes a prefix");
   torch::Tensor x;
   if (first_) {
-    x = embed(input, torch::Tensor(), cache.positions);
+    x = embed(input, prefix, cache.positions);
   } else {
     check_hidden(input, cache.positions);
     x = input;
   }
+  const std::int64_t length = x.size(1);
   x = run_layers(x, input, torch::Tensor(), &cache);
-  cache.positions += input.size(1);
+  cache.positions += length;
   return x;
 }
 

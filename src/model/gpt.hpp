@@ -92,6 +92,10 @@ class GPTChunk : public torch::nn::Module {
   // length, up to max_seq_len. Returns what forward() returns for those
   // positions; multi-token prediction does not run. Call under no-grad.
   torch::Tensor decode(const torch::Tensor& input, KVCache& cache);
+  // decode() on the first stage with `prefix` (defined: a VL model's image
+  // features [batch, P, hidden], as forward(tokens, prefix) takes them) before
+  // the tokens' positions; the cache then advances by P + the tokens.
+  torch::Tensor decode(const torch::Tensor& tokens, const torch::Tensor& prefix, KVCache& cache);
   bool has_mtp() const { return mtp_ != nullptr; }
   const std::shared_ptr<MultiTokenPrediction>& mtp() const { return mtp_; }
   // The MTP loss's weight per micro-batch (1 / micro-batches, as the main

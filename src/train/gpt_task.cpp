@@ -114,9 +114,16 @@ std::string gpt_checkpoint_metadata(const model::TransformerConfig& m) {
 }
 
 model::TransformerConfig gpt_config_from_checkpoint(const CheckpointInfo& info) {
+  const nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
+  if (j.contains("model"))
+    throw std::invalid_argument("--load " + info.path + ": a checkpoint of the " + j.at("model").get<std::string>() +
+                                " model, not a GPT");
+  return text_config_from_checkpoint(info);
+}
+
+model::TransformerConfig text_config_from_checkpoint(const CheckpointInfo& info) {
   auto fail = [&](const std::string& m) { throw std::invalid_argument("--load " + info.path + ": " + m); };
   const nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
-  if (j.contains("model")) fail("a checkpoint of the " + j.at("model").get<std::string>() + " model, not a GPT");
   for (const char* key : {"layers", "hidden", "heads", "ffn-hidden", "vocab"})
     if (!j.contains(key)) fail(std::string("its metadata does not record the GPT's ") + key);
   model::TransformerConfig m;

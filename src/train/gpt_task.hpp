@@ -49,5 +49,7 @@ struct CheckpointInfo;
 // gives max_seq_len and the word embedding the dtype. Throws
 // std::invalid_argument "--load PATH: ..." for another model family.
 model::TransformerConfig gpt_config_from_checkpoint(const CheckpointInfo& info);
+// The same for the text body of any family built on the GPT (--model vl).
+model::TransformerConfig text_config_from_checkpoint(const CheckpointInfo& info);
 
 }  // namespace hp::train

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "data/vl_data.hpp"
+#include "train/checkpoint.hpp"
 #include "train/gpt_task.hpp"
 
 namespace hp::train {
@@ -89,6 +90,21 @@ std::string VlTask::describe() const {
   return "vl: micro-batch-size=" + std::to_string(options_.micro_batch_size) + " | " + options_.text.describe() +
          " | --vision-layers " + std::to_string(v.num_layers) + " --image-size " + std::to_string(v.image_size) +
          (v.frozen ? " (frozen)" : "");
+}
+
+model::VLStagesOptions vl_options_from_checkpoint(const CheckpointInfo& info) {
+  const nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
+  if (j.value("model", std::string("gpt")) != "vl")
+    throw std::invalid_argument("--load " + info.path + ": a checkpoint of the " + j.value("model", std::string("gpt")) +
+                                " model, not a VL model");
+  model::VLStagesOptions o;
+  o.text.config = text_config_from_checkpoint(info);
+  o.vision.num_layers = j.at("vision-layers").get<int>();
+  o.vision.image_size = j.at("image-size").get<int>();
+  o.vision.patch_size = j.at("patch-size").get<int>();
+  o.vision.hidden_size = j.at("vision-hidden").get<int>();
+  o.vision.num_attention_heads = j.at("vision-heads").get<int>();
+  return o;
 }
 
 }  // namespace hp::train

@@ -43,4 +43,9 @@ class VlTask : public Task {
   VlTaskOptions options_;
 };
 
+struct CheckpointInfo;
+// The VL model a checkpoint holds (text body and tower), back from its
+// metadata. Throws std::invalid_argument "--load PATH: ..." for another family.
+model::VLStagesOptions vl_options_from_checkpoint(const CheckpointInfo& info);
+
 }  // namespace hp::train

@@ -1,12 +1,17 @@
 // `hyperpipe generate` end to end: a model trained on the embedded corpus
 // continues prompts in its grammar's characters, with the same tokens under
-// every decoding layout, with and without the KV cache; mHC decodes on one
-// rank only; bad input is one line before any rank starts.
+// every decoding layout, with and without the KV cache; a VL model captions
+// held-out images and PPM files as they are drawn; mHC decodes on one rank
+// only; a Hybrid checkpoint is refused by name; bad input is one line before
+// any rank starts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
+#include "data/vl_data.hpp"
 #include "run_command.hpp"
 
 namespace hp::testing {
@@ -75,6 +80,92 @@ TEST_F(GenerateDist, BadInputIsOneLineBeforeAnyRankStarts) {
   expect_error("--prompt x --prompts " + dir_ + "/prompts.txt", "give exactly one of --prompt TEXT and --prompts FILE");
   expect_error("--prompt x --temperature -1", "--temperature must be a finite number >= 0");
   expect_error("--prompt x --nproc 9", "--layers");  // 8 layers cannot fill 9 stages
+  expect_error("--image 0", "--image: --load " + dir_ + "/ck holds a language model, which continues text; give "
+               "--prompt TEXT or --prompts FILE");
+}
+
+// A VL model trained briefly on the synthetic captioned images.
+class GenerateVL : public ::testing::Test {
+ protected:
+  static constexpr int kImageSize = 16;
+  static void SetUpTestSuite() {
+    dir_ = fresh_dir("generate-vl");
+    const auto r = run_command(hyperpipe() + " train --model vl --image-size " + std::to_string(kImageSize) +
+                                   " --nproc 2 --steps 100 --log-interval 100 --timeout 60 --save " + dir_ + "/ck",
+                               300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  static std::string generate(const std::string& args, int expect_exit = 0) {
+    const auto r = run_command(hyperpipe() + " generate --load " + dir_ + "/ck --timeout 60 " + args, 120);
+    EXPECT_EQ(r.exit_code, expect_exit) << args << "\n" << r.output;
+    return r.output;
+  }
+  // generate's "NAME: caption" lines, by name, for names that start with `prefix`.
+  static std::vector<std::pair<std::string, std::string>> captions(const std::string& output,
+                                                                   const std::string& prefix) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::istringstream in(output);
+    for (std::string line; std::getline(in, line);) {
+      const auto at = line.find(prefix), colon = line.rfind(": ");
+      if (at != std::string::npos && colon != std::string::npos && colon > at)
+        out.emplace_back(line.substr(at, colon - at), line.substr(colon + 2));
+    }
+    return out;
+  }
+  static std::string dir_;
+};
+std::string GenerateVL::dir_;
+
+TEST_F(GenerateVL, CaptionsHeldOutImagesAsDrawnWithTheSameWordsOnEveryLayout) {
+  std::string images;
+  for (int i = 0; i < 8; ++i) images += " --image " + std::to_string(i);
+  const auto ref = captions(generate("--nproc 1" + images), "image ");
+  ASSERT_EQ(ref.size(), 8u);
+  int right = 0;
+  for (const auto& [name, caption] : ref) {
+    const auto drawn = name.find("(drawn: ");
+    ASSERT_NE(drawn, std::string::npos) << name;
+    right += name.substr(drawn + 8, name.size() - drawn - 9) == caption;
+  }
+  EXPECT_GE(right, 6) << "captions of held-out images after 100 steps, 8/8 when this test was written";
+  for (const std::string layout : {"--nproc 2", "--nproc 1 --no-kv-cache", "--nproc 2 --no-kv-cache"})
+    EXPECT_EQ(captions(generate(layout + images), "image "), ref) << layout;
+}
+
+TEST_F(GenerateVL, APpmFileIsCaptionedAsItsPixelsShow) {
+  const data::VLBatch b = data::make_vl_batch(kImageSize, 4, 99, 0);  // a seed training never read
+  const std::size_t pixels = kImageSize * kImageSize;
+  std::string args;
+  for (int r = 0; r < b.rows; ++r) {
+    const std::string path = dir_ + "/image" + std::to_string(r) + ".ppm";
+    std::ofstream out(path, std::ios::binary);
+    out << "P6\n" << kImageSize << " " << kImageSize << "\n255\n";
+    const float* image = b.images.data() + r * data::kVLChannels * pixels;
+    for (std::size_t p = 0; p < pixels; ++p)
+      for (int c = 0; c < data::kVLChannels; ++c) out.put(static_cast<char>(std::lround(std::clamp(image[c * pixels + p], 0.0f, 1.0f) * 255)));
+    args += " --image " + path;
+  }
+  const auto got = captions(generate("--nproc 2" + args), dir_ + "/image");
+  ASSERT_EQ(got.size(), 4u);
+  int right = 0;
+  for (int r = 0; r < b.rows; ++r)
+    right += got[r].second == data::caption_text(b.captions.data() + r * data::kVLCaptionTokens,
+                                                 data::kVLCaptionTokens);
+  EXPECT_GE(right, 3) << "4/4 when this test was written";
+}
+
+TEST_F(GenerateVL, BadInputIsOneLineBeforeAnyRankStarts) {
+  const std::string ck = "--load " + dir_ + "/ck holds a VL model";
+  for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt x", ck + ", which captions images: give --image N (a held-out synthetic image) or --image "
+                               "FILE.ppm, not --prompt/--prompts"},
+           {"", ck + ": give --image N (a held-out synthetic image) or --image FILE.ppm, once per image to caption"},
+           {"--image " + dir_ + "/none.ppm", "--image " + dir_ + "/none.ppm: cannot open the image file"},
+           {"--image 0 --max-new-tokens 40", "--max-new-tokens 40"}}) {
+    const std::string out = generate(args, 2);
+    EXPECT_NE(out.find(text), std::string::npos) << args << "\n" << out;
+    EXPECT_EQ(out.find("[rank"), std::string::npos) << "a rank started for " << args << "\n" << out;
+  }
 }
 
 TEST(GenerateMhc, DecodesOnOneRankAndIsRefusedOnTwo) {
@@ -91,6 +182,18 @@ TEST(GenerateMhc, DecodesOnOneRankAndIsRefusedOnTwo) {
   EXPECT_NE(two.output.find("--nproc 2 with a model of --mhc-streams 4: an mHC model decodes only with --nproc 1"),
             std::string::npos)
       << two.output;
+}
+
+TEST(GenerateHybrid, IsRefusedByNameBeforeAnyRankStarts) {
+  const std::string dir = fresh_dir("generate-hybrid");
+  const auto t = run_command(hyperpipe() + " train --model hybrid --nproc 1 --steps 1 --timeout 60 --save " + dir + "/ck",
+                             120);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  const auto g = run_command(hyperpipe() + " generate --load " + dir + "/ck --prompt 'The cat' --timeout 60");
+  EXPECT_EQ(g.exit_code, 2) << g.output;
+  EXPECT_NE(g.output.find("holds a Hybrid model; generate decodes GPT and VL checkpoints"), std::string::npos)
+      << g.output;
+  EXPECT_EQ(g.output.find("[rank"), std::string::npos) << g.output;
 }
 
 }  // namespace

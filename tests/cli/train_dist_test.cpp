@@ -124,10 +124,12 @@ TEST(TrainDist, TheLastStepIsTracedOnEveryRankAndDrawnNextToItsSimulation) {
     const std::string cat = e.at("cat").get<std::string>();
     ++count[rank][cat];
     EXPECT_GE(e.at("dur").get<double>(), 0);
-    if (cat == "wait" && e.at("name").get<std::string>().rfind("wait ", 0) == 0)
+    if (cat == "wait" && e.at("name").get<std::string>().rfind("wait ", 0) == 0) {
       EXPECT_EQ(e.at("args").at("bytes").get<int>(), 2 * 16 * 32 * 4) << e.dump();
-    if (cat == "compute" && e.at("name").get<std::string>().find('F') != std::string::npos)
+    }
+    if (cat == "compute" && e.at("name").get<std::string>().find('F') != std::string::npos) {
       EXPECT_GE(e.at("dur").get<double>(), 2 * 1000) << e.dump();  // two emulated layers of 2 ms
+    }
   }
   for (int rank : {0, 1}) {
     EXPECT_EQ(count[rank]["compute"], 8) << trace.dump();
@@ -165,8 +167,9 @@ TEST(TrainDist, HeldOutLossIsTheSameUnderEveryLayout) {
     expect_same_curve(train(layout + eval, metrics), ref);
     expect_same_curve(read_losses(metrics, "val_loss"), ref_val);
     // MPipe: each owner reads the inputs of its own micro-batch (one each), the last rank the labels too.
-    if (layout.find("mpipe") != std::string::npos)
+    if (layout.find("mpipe") != std::string::npos) {
       EXPECT_EQ(last_per_rank(metrics, "bytes_loaded"), (std::vector<double>{128, 128, 128, 640}));
+    }
   }
 }
 

@@ -60,6 +60,23 @@ TEST_P(KVCacheDecoding, EveryPositionMatchesTheFullForward) {
 INSTANTIATE_TEST_SUITE_P(Gpt, KVCacheDecoding,
                          ::testing::Values(std::pair{false, false}, std::pair{false, true}, std::pair{true, false}));
 
+// A VL caption's decoding: the image features go in with the first tokens and
+// every later token attends to them through the cache.
+TEST(KVCacheDecoding, APrefixTakesItsPositionsBeforeTheTokens) {
+  at::NoGradGuard no_grad;
+  auto gpt = model::build_reference_gpt(config(false, false));
+  const at::Tensor prefix = at::randn({2, 4, 16}, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor tokens = at::randint(23, {2, 6}, at::TensorOptions().dtype(at::kLong));
+  const at::Tensor full = gpt->forward(tokens, prefix);  // [2, 4 + 6, vocab]
+  model::KVCache cache;
+  std::vector<at::Tensor> pieces;
+  pieces.push_back(gpt->decode(tokens.narrow(1, 0, 2), prefix, cache));
+  EXPECT_EQ(cache.positions, 6);
+  for (int t = 2; t < 6; ++t) pieces.push_back(gpt->decode(tokens.narrow(1, t, 1), cache));
+  EXPECT_EQ(cache.positions, 10);
+  EXPECT_LT(max_rel_error(at::cat(pieces, 1), full), 1e-12);
+}
+
 TEST(GptDecodeLayout, MhcDecodesOnOneRankOnly) {
   schedule::ScheduleOptions l;
   l.kind = schedule::ScheduleKind::OneFOneB;
