@@ -16,11 +16,13 @@
 #include "data/vl_data.hpp"
 #include "infer/decoder.hpp"
 #include "infer/gpt_decode_model.hpp"
+#include "infer/hybrid_decode_model.hpp"
 #include "infer/vl_decode_model.hpp"
 #include "model/layers.hpp"
 #include "schedule/generate.hpp"
 #include "train/checkpoint.hpp"
 #include "train/gpt_task.hpp"
+#include "train/hybrid_task.hpp"
 #include "train/task.hpp"
 #include "train/vl_task.hpp"
 
@@ -93,6 +95,7 @@ std::vector<std::string> prompt_texts(const GenerateArgs& a) {
 struct Job {
   model::TransformerConfig config;
   std::optional<model::VLStagesOptions> vl;  // a VL checkpoint: captions of images
+  std::optional<model::HybridConfig> hybrid;  // a Hybrid checkpoint
   schedule::ScheduleOptions layout;
   std::vector<std::string> texts;  // the prompts, or the images' names
   std::vector<std::vector<std::int64_t>> prompts;
@@ -142,9 +145,6 @@ Job resolve(const GenerateArgs& a, int world) {
   job.options = a.options;
   job.options.kv_cache = !a.no_kv_cache;
   const std::string model = nlohmann::json::parse(info.metadata_json.empty() ? "{}" : info.metadata_json).value("model", "");
-  if (model == "hybrid")
-    throw std::invalid_argument("--load " + a.load + " holds a Hybrid model; generate decodes GPT and VL checkpoints "
-                                "(decoding Mamba layers needs a recurrent state cache, which hyperpipe lacks so far)");
   if (model == "vl") {
     job.vl = train::vl_options_from_checkpoint(info);
     job.config = job.vl->text.config;
@@ -153,7 +153,8 @@ Job resolve(const GenerateArgs& a, int world) {
     if (!a.images.empty())
       throw std::invalid_argument("--image: --load " + a.load + " holds a language model, which continues text; "
                                   "give --prompt TEXT or --prompts FILE");
-    job.config = train::gpt_config_from_checkpoint(info);
+    if (model == "hybrid") job.hybrid = train::hybrid_config_from_checkpoint(info);
+    job.config = job.hybrid ? job.hybrid->base : train::gpt_config_from_checkpoint(info);
     job.texts = prompt_texts(a);
     for (const auto& t : job.texts) job.prompts.push_back(encode(t));
   }
@@ -166,7 +167,10 @@ Job resolve(const GenerateArgs& a, int world) {
   l.forward_only = true;
   if (a.vpp < 1) throw std::invalid_argument("--vpp must be >= 1, got " + std::to_string(a.vpp));
   schedule::check_options(l);
-  infer::check_gpt_decode_layout(job.config, l);
+  if (job.hybrid)
+    infer::check_hybrid_decode_layout(*job.hybrid, l);
+  else
+    infer::check_gpt_decode_layout(job.config, l);
   const std::int64_t patches = job.vl ? job.vl->vision.num_patches() : 0;
   infer::check_generate(job.prompts, job.options, job.config.vocab_size, job.config.max_seq_len - patches);
   return job;
@@ -185,6 +189,8 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
                            .view({1, data::kVLChannels, s, s})
                            .to(model::to_scalar_type(job.config.dtype)));
     model = infer::build_vl_decode_model(*job.vl, job.layout, rank, std::move(images));
+  } else if (job.hybrid) {
+    model = infer::build_hybrid_decode_model(*job.hybrid, job.layout, rank, 1);
   } else {
     model = infer::build_gpt_decode_model(job.config, job.layout, rank, 1);
   }

@@ -7,6 +7,7 @@
 
 #include "model/gpt.hpp"
 #include "model/hyper_connection.hpp"
+#include "model/kv_cache.hpp"
 #include "model/layers.hpp"
 #include "model/loss_injection.hpp"
 #include "model/mtp.hpp"
@@ -45,30 +46,34 @@ void HybridConfig::validate() const {
                                 std::to_string(moe.num_experts) + "), got " + std::to_string(moe.top_k));
 }
 
-HybridLayer::HybridLayer(const HybridConfig& config, LayerKind kind) : kind_(kind) {
+HybridLayer::HybridLayer(const HybridConfig& config, LayerKind kind, int index) : kind_(kind), index_(index) {
   const TransformerConfig& c = config.base;
   norm_ = register_module("norm", std::make_shared<LayerNorm>(c.hidden_size, c.layernorm_eps, to_scalar_type(c.dtype)));
   switch (kind) {
     case LayerKind::Mamba: {
       auto m = register_module("mixer", std::make_shared<MambaMixer>(c, config.mamba));
-      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      mix_ = [m, index](const torch::Tensor& u, KVCache* cache) {
+        return m->forward(u, cache ? &cache->mamba[index] : nullptr);
+      };
       break;
     }
     case LayerKind::Attention: {
       auto m = register_module("mixer", std::make_shared<CausalSelfAttention>(c));
-      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      mix_ = [m, index](const torch::Tensor& u, KVCache* cache) {
+        return m->forward(u, cache ? &cache->layers[index] : nullptr);
+      };
       break;
     }
-    case LayerKind::MLP: {
+    case LayerKind::MLP: {  // per position: nothing to cache
       auto m = register_module("mixer", std::make_shared<MLP>(c));
-      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      mix_ = [m](const torch::Tensor& u, KVCache*) { return m->forward(u); };
       break;
     }
     case LayerKind::MoE: {
       MoEOptions moe = config.moe;
       moe.aux_loss_scale = config.aux_loss_scale;
       auto m = register_module("mixer", std::make_shared<MixtureOfExperts>(c, moe));
-      mix_ = [m](const torch::Tensor& u) { return m->forward(u); };
+      mix_ = [m](const torch::Tensor& u, KVCache*) { return m->forward(u); };
       break;
     }
   }
@@ -79,8 +84,9 @@ void HybridLayer::set_mhc_recompute(bool on) {
   if (hc_) hc_->set_recompute(on);
 }
 
-torch::Tensor HybridLayer::forward(const torch::Tensor& x) {
-  auto sublayer = [this](const torch::Tensor& u) { return mix_(norm_->forward(u)); };
+torch::Tensor HybridLayer::forward(const torch::Tensor& x, KVCache* cache) {
+  if (cache && index_ < 0) throw std::logic_error("a Hybrid layer without a global index cannot decode");
+  auto sublayer = [this, cache](const torch::Tensor& u) { return mix_(norm_->forward(u), cache); };
   return hc_ ? hc_->forward(x, sublayer) : x + sublayer(x);
 }
 
@@ -125,7 +131,7 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
   }
   auto layers = register_module("layers", torch::nn::ModuleDict());
   for (int i = begin; i < end; ++i) {
-    layers_.push_back(std::make_shared<HybridLayer>(config, pattern.layers[i]));
+    layers_.push_back(std::make_shared<HybridLayer>(config, pattern.layers[i], i));
     layers_.back()->set_mhc_recompute(c.recomputes_mhc_at(i - begin));
     layers->update({{std::to_string(i), layers_.back()}});
   }
@@ -157,25 +163,40 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
 }
 
 torch::Tensor HybridChunk::forward(const torch::Tensor& input, const torch::Tensor& target) {
+  return run(input, target, nullptr);
+}
+
+torch::Tensor HybridChunk::decode(const torch::Tensor& input, KVCache& cache) {
+  torch::Tensor x = run(input, torch::Tensor(), &cache);
+  cache.positions += input.size(1);
+  return x;
+}
+
+torch::Tensor HybridChunk::run(const torch::Tensor& input, const torch::Tensor& target, KVCache* cache) {
   const TransformerConfig& c = config_.base;
+  const int64_t offset = cache ? cache->positions : 0;
+  if (input.dim() >= 2 && offset + input.size(1) > c.max_seq_len)
+    throw std::invalid_argument("the Hybrid model holds model.max_seq_len " + std::to_string(c.max_seq_len) +
+                                " positions; " + std::to_string(offset) + " cached + " + std::to_string(input.size(1)) +
+                                " new do not fit");
   torch::Tensor x = input;
   if (first_) {
-    if (input.scalar_type() != at::kLong || input.dim() != 2 || input.size(1) > c.max_seq_len)
+    if (input.scalar_type() != at::kLong || input.dim() != 2)
       throw std::invalid_argument("the Hybrid model's first stage takes int64 token ids [batch, seq <= " +
                                   std::to_string(c.max_seq_len) + "]");
-    x = word_->forward(input) + position_->weight.narrow(0, 0, input.size(1));
+    x = word_->forward(input) + position_->weight.narrow(0, offset, input.size(1));
     if (c.enable_mhc_connections) x = expand_streams(x, c.mhc_num_residual_streams);
   } else if (input.dim() != 3 || input.size(2) != c.residual_width()) {
     throw std::invalid_argument("a Hybrid stage takes [batch, seq, " + std::to_string(c.residual_width()) +
                                 "] (model.hidden_size x streams)");
   }
-  for (auto& layer : layers_) x = layer->forward(x);
+  for (auto& layer : layers_) x = layer->forward(x, cache);
   if (last_) {
     if (contraction_) x = contraction_->forward(x);
     const torch::Tensor hidden = x;
     auto head = [this](const torch::Tensor& h) { return lm_head_->forward(final_norm_->forward(h)); };
     x = head(hidden);
-    if (mtp_) {
+    if (mtp_ && !cache) {  // decoding predicts the next token only
       if (!target.defined()) throw std::invalid_argument("the Hybrid model's MTP needs the micro-batch's target");
       auto m = mtp_->losses(hidden, target, [this](const torch::Tensor& ids) { return word_->forward(ids); }, head);
       x = inject_loss(x, m.total, config_.aux_loss_scale);

@@ -41,6 +41,7 @@ class HyperConnection;
 class MultiTokenPrediction;
 class LayerNorm;
 class Linear;
+struct KVCache;
 
 struct HybridConfig {
   TransformerConfig base;       // widths, vocabulary, positions, dtype, seed, mHC
@@ -59,17 +60,20 @@ struct HybridConfig {
 // One pre-norm residual layer of the given kind.
 class HybridLayer : public torch::nn::Module {
  public:
-  HybridLayer(const HybridConfig& config, LayerKind kind);
-  torch::Tensor forward(const torch::Tensor& x);
+  // index: the layer's global index, its key in a decoding cache.
+  HybridLayer(const HybridConfig& config, LayerKind kind, int index = -1);
+  // cache (decoding): x holds the positions after the cache's; attention and
+  // Mamba layers read and extend their entries (model/kv_cache.hpp).
+  torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr);
   // Selective mHC recompute of the layer's hyper-connection (no-op without mHC).
   void set_mhc_recompute(bool on);
   LayerKind kind() const { return kind_; }
 
  private:
   LayerKind kind_;
+  int index_;
   std::shared_ptr<LayerNorm> norm_;
-  std::shared_ptr<torch::nn::Module> mixer_;
-  std::function<torch::Tensor(const torch::Tensor&)> mix_;
+  std::function<torch::Tensor(const torch::Tensor&, KVCache*)> mix_;
   std::shared_ptr<HyperConnection> hc_;
 };
 
@@ -95,9 +99,16 @@ class HybridChunk : public torch::nn::Module {
   // (an empty middle stage returns a graph-connected copy). The last stage of
   // a pattern with MTP parts needs the micro-batch's target (next tokens).
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& target = {});
+  // Decoding: input covers the positions after the cache's (tokens on the
+  // first stage, residual states elsewhere); returns what forward() returns
+  // for them, without MTP; the cache advances by input's length, up to
+  // max_seq_len. Call under no-grad.
+  torch::Tensor decode(const torch::Tensor& input, KVCache& cache);
   const std::shared_ptr<MultiTokenPrediction>& mtp() const { return mtp_; }
 
  private:
+  torch::Tensor run(const torch::Tensor& input, const torch::Tensor& target, KVCache* cache);
+
   HybridConfig config_;
   bool first_, last_;
   std::shared_ptr<VocabParallelEmbedding> word_;

@@ -37,24 +37,32 @@ void check_hybrid_layout(const HybridStagesOptions& o, const schedule::ScheduleO
                                 "schedule.mpipe.transpose_layers 0 (the data load only)");
 }
 
+std::shared_ptr<HybridChunk> build_hybrid_chunk(const HybridConfig& config, const schedule::ScheduleOptions& layout,
+                                                int stage) {
+  const std::vector<int> counts = HybridPattern::parse(config.pattern).stage_layer_counts(layout.pp, layout.vpp);
+  int begin = 0;
+  for (int s = 0; s < stage; ++s) begin += counts[s];
+  return std::make_shared<HybridChunk>(config, begin, begin + counts[stage], stage == 0,
+                                       stage == layout.num_stages() - 1);
+}
+
+std::vector<std::string> hybrid_tied_parameters(const HybridConfig& config, const schedule::ScheduleOptions& layout) {
+  if (HybridPattern::parse(config.pattern).mtp_depth > 0 && layout.num_stages() > 1) return {"embedding.word.weight"};
+  return {};
+}
+
 runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const schedule::ScheduleOptions& layout,
                                        int rank) {
   check_hybrid_layout(o, layout);
   HybridConfig config = o.config;
   config.aux_loss_scale = 1.0 / layout.micro_batches;
-  const HybridPattern pattern = HybridPattern::parse(config.pattern);
-  const std::vector<int> counts = pattern.stage_layer_counts(layout.pp, layout.vpp);
-  std::vector<int> begin(counts.size() + 1, 0);
-  for (size_t s = 0; s < counts.size(); ++s) begin[s + 1] = begin[s] + counts[s];
-  const int stages = layout.num_stages();
   runtime::RankModel m;
   std::shared_ptr<MultiTokenPrediction> mtp;
   for (int c = 0; c < layout.vpp; ++c) {
-    const int s = c * layout.pp + rank;
-    auto chunk = std::make_shared<HybridChunk>(config, begin[s], begin[s + 1], s == 0, s == stages - 1);
+    auto chunk = build_hybrid_chunk(config, layout, c * layout.pp + rank);
     if (chunk->mtp()) mtp = chunk->mtp();
     runtime::PipelineStage st;
-    st.index = s;
+    st.index = c * layout.pp + rank;
     st.parameters = runtime::parameters_of(*chunk);
     const auto shards = tensor_parallel_shards(*chunk);
     m.tensor_parallel.insert(shards.begin(), shards.end());
@@ -66,9 +74,9 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
   m.loss = [tp = config.base.tensor_parallel](const at::Tensor& logits, const at::Tensor& labels) {
     return lm_loss(logits, labels, tp);
   };
-  // MTP: the final stage's copy of the word embedding is stage 0's.
-  if (pattern.mtp_depth > 0 && stages > 1) m.tied_parameters = {"embedding.word.weight"};
-  if (pattern.mtp_depth > 0) add_mtp_metrics(m, pattern.mtp_depth, mtp);
+  m.tied_parameters = hybrid_tied_parameters(config, layout);
+  const int mtp_depth = HybridPattern::parse(config.pattern).mtp_depth;
+  if (mtp_depth > 0) add_mtp_metrics(m, mtp_depth, mtp);
   if (o.micro_batch_rows > 0 && o.seq_len > 0)
     m.output_spec = fixed_output_spec(o.micro_batch_rows, o.seq_len, config.base);
   return m;

@@ -7,6 +7,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "model/hybrid.hpp"
 #include "runtime/rank_model.hpp"
@@ -26,6 +29,15 @@ struct HybridStagesOptions {
 // Hybrid model does not run (MPipe with transposed layers). Throws
 // std::invalid_argument naming the option.
 void check_hybrid_layout(const HybridStagesOptions& o, const schedule::ScheduleOptions& layout);
+
+// Global stage `stage`'s chunk: its segment's layers, the embedding on
+// stage 0, the head (and MTP) on the last stage.
+std::shared_ptr<HybridChunk> build_hybrid_chunk(const HybridConfig& config, const schedule::ScheduleOptions& layout,
+                                                int stage);
+
+// Parameters held by more than one stage: with MTP on a later stage, the
+// word embedding (the final stage's copy is stage 0's).
+std::vector<std::string> hybrid_tied_parameters(const HybridConfig& config, const schedule::ScheduleOptions& layout);
 
 // This rank's stages; the MoE balance loss and the MTP loss weigh each
 // micro-batch by 1 / layout.micro_batches, as the main loss does.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/gpt.hpp"
+#include "model/kv_cache.hpp"
 #include "model/layers.hpp"
 
 namespace hp::model {
@@ -42,14 +43,26 @@ runtime::TensorShards MambaMixer::own_shards() const {
   return {{"conv1d.weight", {0, 1}}, {"conv1d.bias", {0, 1}}, {"A_log", {0, 1}}, {"D", {0, 1}}};
 }
 
-torch::Tensor MambaMixer::forward(const torch::Tensor& u) {
+torch::Tensor MambaMixer::forward(const torch::Tensor& u, MambaCache* cache) {
   const int64_t seq = u.size(1);
   const auto xz = in_proj_->forward(u);
   torch::Tensor x = xz.narrow(-1, 0, inner_), z = xz.narrow(-1, inner_, inner_);
-  // Causal depthwise convolution: pad K - 1 steps on the left.
-  x = at::conv1d(x.transpose(1, 2), conv_weight.unsqueeze(1), conv_bias, 1, kernel_ - 1, 1, inner_)
-          .narrow(-1, 0, seq)
-          .transpose(1, 2);
+  if (cache) {
+    // Causal depthwise convolution over the cached K - 1 inputs (zeros at the
+    // sequence's start) and these.
+    const auto before = cache->conv_inputs.defined() ? cache->conv_inputs
+                                                     : at::zeros({u.size(0), kernel_ - 1, inner_}, x.options());
+    const auto window = at::cat({before, x}, 1);
+    cache->conv_inputs = window.narrow(1, seq, kernel_ - 1);
+    const std::vector<int64_t> stride{1}, padding{0}, dilation{1};
+    x = at::conv1d(window.transpose(1, 2), conv_weight.unsqueeze(1), conv_bias, stride, padding, dilation, inner_)
+            .transpose(1, 2);
+  } else {
+    // Causal depthwise convolution: pad K - 1 steps on the left.
+    x = at::conv1d(x.transpose(1, 2), conv_weight.unsqueeze(1), conv_bias, 1, kernel_ - 1, 1, inner_)
+            .narrow(-1, 0, seq)
+            .transpose(1, 2);
+  }
   x = at::silu(x);
   // x_proj sums over the channels of every rank; each rank's B and C then
   // feed its own channels, so their gradients are summed back (dt_proj's
@@ -58,14 +71,15 @@ torch::Tensor MambaMixer::forward(const torch::Tensor& u) {
   const auto dt = at::softplus(dt_proj_->forward(dbc.narrow(-1, 0, rank_)));
   const auto B = copy_to_tensor_parallel(dbc.narrow(-1, rank_, state_), tp_);
   const auto C = copy_to_tensor_parallel(dbc.narrow(-1, rank_ + state_, state_), tp_);
-  const auto y = selective_scan(x, dt, -at::exp(A_log), B, C, D);
+  const auto y = selective_scan(x, dt, -at::exp(A_log), B, C, D, cache ? &cache->state : nullptr);
   return out_proj_->forward(y * at::silu(z));
 }
 
 torch::Tensor selective_scan(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
-                             const torch::Tensor& B, const torch::Tensor& C, const torch::Tensor& D) {
-  const int64_t batch = x.size(0), seq = x.size(1), inner = x.size(2), state = A.size(1);
-  torch::Tensor h = at::zeros({batch, inner, state}, x.options());
+                             const torch::Tensor& B, const torch::Tensor& C, const torch::Tensor& D,
+                             torch::Tensor* state) {
+  const int64_t batch = x.size(0), seq = x.size(1), inner = x.size(2);
+  torch::Tensor h = state && state->defined() ? *state : at::zeros({batch, inner, A.size(1)}, x.options());
   std::vector<torch::Tensor> ys;
   ys.reserve(seq);
   for (int64_t t = 0; t < seq; ++t) {
@@ -75,6 +89,7 @@ torch::Tensor selective_scan(const torch::Tensor& x, const torch::Tensor& dt, co
     h = decay * h + input;
     ys.push_back((h * C.select(1, t).unsqueeze(1)).sum(-1) + D * x.select(1, t));
   }
+  if (state) *state = h;
   return at::stack(ys, 1);
 }
 

@@ -27,6 +27,7 @@
 namespace hp::model {
 
 class Linear;
+struct MambaCache;
 
 struct MambaOptions {
   int state_size = 8;   // N
@@ -41,7 +42,10 @@ struct MambaOptions {
 class MambaMixer : public torch::nn::Module, public TensorParallelModule {
  public:
   MambaMixer(const TransformerConfig& config, const MambaOptions& options);
-  torch::Tensor forward(const torch::Tensor& u);
+  // With a cache (decoding) u holds the positions after the cached ones: the
+  // convolution reads the cached inputs before them, the scan starts from the
+  // cached state, and both advance past u.
+  torch::Tensor forward(const torch::Tensor& u, MambaCache* cache = nullptr);
   runtime::TensorShards own_shards() const override;
 
   torch::Tensor conv_weight, conv_bias, A_log, D;
@@ -54,9 +58,11 @@ class MambaMixer : public torch::nn::Module, public TensorParallelModule {
 };
 
 // The selective scan alone: x, dt [b, s, E], A [E, N], B, C [b, s, N], D [E]
-// -> y [b, s, E] (exposed for tests against a naive loop).
+// -> y [b, s, E] (exposed for tests against a naive loop). state (decoding):
+// h [b, E, N] before the first step (zeros when undefined), replaced by h after the last.
 torch::Tensor selective_scan(const torch::Tensor& x, const torch::Tensor& dt, const torch::Tensor& A,
-                             const torch::Tensor& B, const torch::Tensor& C, const torch::Tensor& D);
+                             const torch::Tensor& B, const torch::Tensor& C, const torch::Tensor& D,
+                             torch::Tensor* state = nullptr);
 
 // Mamba's own initial values for the parameter with this global name, or an
 // undefined tensor when the name is not a Mamba-specific one: A_log = log(1..N)

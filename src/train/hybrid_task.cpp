@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
+
+#include "train/checkpoint.hpp"
 #include "train/gpt_task.hpp"
 
 namespace hp::train {
@@ -51,6 +54,7 @@ std::string HybridTask::checkpoint_metadata() const {
     if (c != '|') layers += c;
   j["hybrid-pattern"] = layers;
   j["moe-experts"] = m.moe.num_experts;
+  j["moe-top-k"] = m.moe.top_k;  // part of the forward, so of decoding
   j["mamba-state"] = m.mamba.state_size;
   return j.dump();
 }
@@ -58,6 +62,27 @@ std::string HybridTask::checkpoint_metadata() const {
 std::string HybridTask::describe() const {
   return "hybrid: " + data_.describe() + " | --hybrid-pattern " + options_.model.pattern + " | " +
          options_.model.base.describe();
+}
+
+model::HybridConfig hybrid_config_from_checkpoint(const CheckpointInfo& info) {
+  nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
+  const std::string model = j.value("model", std::string("gpt"));
+  if (model != "hybrid")
+    throw std::invalid_argument("--load " + info.path + ": a checkpoint of the " + model + " model, not a Hybrid model");
+  for (const char* key : {"hybrid-pattern", "moe-experts", "mamba-state"})
+    if (!j.contains(key))
+      throw std::invalid_argument("--load " + info.path + ": its metadata does not record the Hybrid model's " + key);
+  model::HybridConfig c;
+  c.pattern = j.at("hybrid-pattern").get<std::string>();
+  c.moe.num_experts = j.at("moe-experts").get<int>();
+  c.moe.top_k = j.value("moe-top-k", c.moe.top_k);  // recorded since generate decodes Hybrid models
+  c.mamba.state_size = j.at("mamba-state").get<int>();
+  // The text widths as a GPT's; the pattern decides the layers.
+  j["layers"] = model::HybridPattern::parse(c.pattern).layers.size();
+  CheckpointInfo text = info;
+  text.metadata_json = j.dump();
+  c.base = text_config_from_checkpoint(text);
+  return c;
 }
 
 }  // namespace hp::train

@@ -36,4 +36,9 @@ class HybridTask : public Task {
   LmData data_;
 };
 
+struct CheckpointInfo;
+// The model a Hybrid checkpoint was saved from (its metadata), for decoding;
+// throws std::invalid_argument "--load PATH: ..." for another model's.
+model::HybridConfig hybrid_config_from_checkpoint(const CheckpointInfo& info);
+
 }  // namespace hp::train
