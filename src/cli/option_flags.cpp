@@ -80,10 +80,19 @@ const FlagNames kCostFlags = {{"costs.f", "--cost-f"},
                               {"costs.preprocess_input_bytes", "--input-bytes"},
                               {"costs.per_stage", "--stage-cost"}};
 
+// The advisor's ModelProfile (plan --advise).
+const FlagNames kProfileFlags = {{"profile.layers", "--layers"},           {"profile.layer_f", "--layer-f"},
+                                 {"profile.layer_b", "--layer-b"},         {"profile.layer_bytes", "--layer-bytes"},
+                                 {"profile.embed_f", "--embed-f"},         {"profile.embed_b", "--embed-b"},
+                                 {"profile.embed_bytes", "--embed-bytes"}, {"profile.tower_layers", "--tower-layers"},
+                                 {"profile.tower_f", "--tower-f"},         {"profile.tower_b", "--tower-b"},
+                                 {"profile.tower_bytes", "--tower-bytes"}};
+
 const FlagNames& plan_flags() {
   static const FlagNames f = [] {
     FlagNames f = schedule_flags("--pp", "--frozen-preprocess");
     f.insert(f.end(), kCostFlags.begin(), kCostFlags.end());
+    f.insert(f.end(), kProfileFlags.begin(), kProfileFlags.end());
     longest_first(f);
     return f;
   }();

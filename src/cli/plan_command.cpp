@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -10,6 +12,7 @@
 
 #include "cli/option_flags.hpp"
 #include "comm/mesh_layout.hpp"
+#include "schedule/advise.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/render.hpp"
 #include "schedule/schedule_io.hpp"
@@ -32,6 +35,9 @@ struct PlanArgs {
   std::string svg, trace;
   CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
   int dp = 1;                        // replicas of the pipeline: the mesh is printed
+  bool advise = false;
+  schedule::ModelProfile profile;  // --advise: the model; --layers, comm costs and --frozen-preprocess are shared
+  int advise_top = 10;
 };
 
 std::string read_file(const std::string& path) {
@@ -107,7 +113,49 @@ void print_mesh(const PlanArgs& a, const schedule::Schedule& s) {
     for (const auto& line : comm::describe_mesh_groups(mesh, d)) std::cout << "  " << line << "\n";
 }
 
+// --advise: every candidate layout of the model ranked by simulated step time.
+void run_advise(PlanArgs& a) {
+  schedule::ModelProfile& m = a.profile;
+  m.layers = a.opts.layers;
+  m.frozen_preprocess = a.opts.mpipe.frozen_preprocess;
+  m.p2p_latency = a.costs.p2p_latency;
+  m.p2p_bw = a.costs.p2p_bw;
+  m.broadcast_bw = a.costs.broadcast_bw;
+  m.activation_bytes = a.costs.activation_bytes;
+  m.input_bytes = a.costs.preprocess_input_bytes;
+  a.costs.validate();
+  const schedule::Advice advice = schedule::advise(m, a.opts.pp, a.opts.micro_batches);
+  const auto& best = advice.ranked.front();
+  if (a.format == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& c : advice.ranked)
+      j.push_back({{"layout", c.name},
+                   {"step_time", c.step_time},
+                   {"bubble_fraction", c.bubble_fraction},
+                   {"peak_layer_activations", c.peak_layer_activations},
+                   {"broadcast_time", c.broadcast_time},
+                   {"preprocess_backward_time", c.recompute_time}});
+    std::cout << nlohmann::json{{"ranked", j}, {"skipped", advice.skipped}}.dump() << "\n";
+    return;
+  }
+  std::printf("%-4s %-36s %10s %8s %8s %8s\n", "#", "layout", "step", "vs best", "bubble", "peak");
+  const int shown = std::min<int>(a.advise_top, static_cast<int>(advice.ranked.size()));
+  for (int i = 0; i < shown; ++i) {
+    const auto& c = advice.ranked[i];
+    std::printf("%-4d %-36s %10.3f %7.1f%% %7.1f%% %8.0f\n", i + 1, c.name.c_str(), c.step_time,
+                100 * (c.step_time / best.step_time - 1), 100 * c.bubble_fraction, c.peak_layer_activations);
+  }
+  if (shown < static_cast<int>(advice.ranked.size()))
+    std::cout << "(" << advice.ranked.size() - shown << " more; --advise-top N shows more)\n";
+  std::cout << "peak: stored micro-batch activations x layers per chunk, on the rank that holds most\n"
+            << schedule::explain(advice);
+  if (!advice.skipped.empty())
+    std::cout << "not candidates: " << advice.skipped.size() << " layouts, e.g. " << advice.skipped.front() << "\n";
+  std::cout << std::flush;
+}
+
 void run_plan(PlanArgs& a) {
+  if (a.advise) return run_advise(a);
   if (a.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(a.dp));
   parse_stage_costs(a);
   schedule::Schedule s = build(a);
@@ -190,6 +238,24 @@ void add_plan_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--input-bytes", c.preprocess_input_bytes, "bytes of one MPIPE_GRAPH_SEND (preprocess input)")
       ->capture_default_str();
+  cmd->add_flag("--advise", args->advise,
+                "rank every layout of the model described by --layers and the --layer-*, --embed-*, --tower-* flags "
+                "(1F1B, interleaved v, MPipe v/T/overflow/owner-backward) by simulated step time and peak memory");
+  cmd->add_option("--advise-top", args->advise_top, "--advise: layouts to list")->capture_default_str();
+  auto& p = args->profile;
+  cmd->add_option("--layer-f", p.layer_f, "--advise: forward time of one body layer, one micro-batch")->capture_default_str();
+  cmd->add_option("--layer-b", p.layer_b, "--advise: backward time of one body layer")->capture_default_str();
+  cmd->add_option("--layer-bytes", p.layer_bytes, "--advise: parameter bytes of one body layer (broadcast when transposed)")
+      ->capture_default_str();
+  cmd->add_option("--embed-f", p.embed_f, "--advise: forward time of the embedding (VL: patch embedding + projector)")
+      ->capture_default_str();
+  cmd->add_option("--embed-b", p.embed_b, "--advise: backward time of the embedding")->capture_default_str();
+  cmd->add_option("--embed-bytes", p.embed_bytes, "--advise: parameter bytes of the embedding")->capture_default_str();
+  cmd->add_option("--tower-layers", p.tower_layers, "--advise: vision tower blocks before the body (VL; T counts them)")
+      ->capture_default_str();
+  cmd->add_option("--tower-f", p.tower_f, "--advise: forward time of one tower block")->capture_default_str();
+  cmd->add_option("--tower-b", p.tower_b, "--advise: backward time of one tower block")->capture_default_str();
+  cmd->add_option("--tower-bytes", p.tower_bytes, "--advise: parameter bytes of one tower block")->capture_default_str();
   cmd->add_option("--svg", args->svg, "write an SVG timeline");
   cmd->add_option("--trace", args->trace, "write a Chrome trace JSON (Perfetto, chrome://tracing)");
   cmd->callback([args, exit_code] {

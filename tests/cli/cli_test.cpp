@@ -80,6 +80,25 @@ TEST(PlanCli, SimulateJsonGivesTheTextbookOneFOneBStep) {
   EXPECT_TRUE(j.contains("bubble_fraction"));
 }
 
+TEST(PlanCli, AdviseRanksTheLayoutsOfAModel) {
+  const std::string frozen_tower = " plan --advise --pp 4 --mb 8 --layers 8 --tower-layers 4 --tower-f 2 --tower-b 4 "
+                                   "--embed-f 0.2 --frozen-preprocess";
+  const auto text = run_command(hyperpipe() + frozen_tower);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("\n1    mpipe v="), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find(" wins: step "), std::string::npos) << text.output;
+  const auto json = run_command(hyperpipe() + frozen_tower + " --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const auto ranked = nlohmann::json::parse(json.output).at("ranked");
+  ASSERT_GT(ranked.size(), 8u);
+  EXPECT_EQ(ranked[0].at("layout").get<std::string>().rfind("mpipe", 0), 0u) << ranked[0];
+  for (size_t i = 1; i < ranked.size(); ++i)
+    EXPECT_LE(ranked[i - 1].at("step_time").get<double>(), ranked[i].at("step_time").get<double>());
+  expect_error("plan --advise --pp 4 --mb 8", "--layers must be >= 1, got 0");
+  expect_error("plan --advise --pp 4 --mb 8 --layers 8 --tower-f -1", "--tower-f must be a finite number >= 0");
+  expect_error("plan --advise --pp 4 --mb 8 --layers 3", "no layout of the model can run on --pp 4");
+}
+
 TEST(PlanCli, WritesSvgAndTrace) {
   const std::string dir = fresh_dir("pics");
   const auto r = run_command(hyperpipe() + " plan --schedule mpipe --pp 4 --vpp 1 --mb 4 --layers 8 --svg " + dir +

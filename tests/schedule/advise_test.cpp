@@ -1,0 +1,138 @@
+// The schedule advisor: the costs it derives for each layout, its ranking in
+// the regimes of spec section 6 (a frozen vision tower: MPipe wins; a
+// trainable embedding broadcast every step: MPipe loses), and its refusals.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "schedule/advise.hpp"
+
+namespace hp::schedule {
+namespace {
+
+// Spec section 6's winning regime: a frozen tower whose forward is 4x one
+// stage's body forward (4 blocks of 2 against 2 layers of 1 at PP 4 v 1).
+ModelProfile frozen_tower() {
+  ModelProfile m;
+  m.layers = 8;
+  m.tower_layers = 4;
+  m.tower_f = 2;
+  m.tower_b = 4;
+  m.embed_f = 0.2;
+  m.frozen_preprocess = true;
+  return m;
+}
+
+// The losing regime: a trainable embedding of 2e8 bytes broadcast every step.
+ModelProfile trainable_llm() {
+  ModelProfile m;
+  m.layers = 8;
+  m.embed_f = 0.2;
+  m.embed_b = 0.4;
+  m.embed_bytes = 2e8;
+  m.layer_bytes = 1e7;
+  m.broadcast_bw = 1e8;
+  return m;
+}
+
+const Candidate& best_of(const Advice& a, ScheduleKind kind, int min_t = 0) {
+  const auto it = std::find_if(a.ranked.begin(), a.ranked.end(), [&](const Candidate& c) {
+    return c.options.kind == kind && (kind != ScheduleKind::MPipe || c.options.mpipe.transpose_layers >= min_t);
+  });
+  if (it == a.ranked.end()) throw std::logic_error("no candidate of that kind");
+  return *it;
+}
+
+TEST(Advise, ProfileCostsMoveWhatMPipeTransposes) {
+  ModelProfile gpt = trainable_llm();
+  ScheduleOptions o;
+  o.kind = ScheduleKind::MPipe;
+  o.pp = 2;
+  o.vpp = 1;
+  o.mpipe.transpose_layers = 1;
+  CostModel c = profile_costs(gpt, o);  // 4 layers per chunk; the embedding and layer 0 move
+  EXPECT_DOUBLE_EQ(c.f, 4);
+  EXPECT_DOUBLE_EQ(c.per_stage.at(0).f, 3);
+  EXPECT_DOUBLE_EQ(c.per_stage.at(0).b, 6);
+  EXPECT_DOUBLE_EQ(c.pre_f, 1.2);
+  EXPECT_DOUBLE_EQ(c.pre_b, 2.4);
+  EXPECT_DOUBLE_EQ(c.broadcast_bytes, 2.1e8);
+  o.mpipe.transpose_layers = 0;  // the data load only: stage 0 keeps the embedding
+  c = profile_costs(gpt, o);
+  EXPECT_DOUBLE_EQ(c.pre_f, 0);
+  EXPECT_DOUBLE_EQ(c.per_stage.at(0).f, 4.2);
+  EXPECT_DOUBLE_EQ(c.broadcast_bytes, 0);
+  o.kind = ScheduleKind::OneFOneB;  // the simulator adds the embedding to F(0, m)
+  c = profile_costs(gpt, o);
+  EXPECT_DOUBLE_EQ(c.pre_f, 0.2);
+  EXPECT_DOUBLE_EQ(c.per_stage.at(0).f, 4);
+
+  const ModelProfile vl = frozen_tower();
+  o.kind = ScheduleKind::MPipe;
+  o.mpipe.transpose_layers = 3;  // 3 of the 4 tower blocks move; frozen: no backward
+  c = profile_costs(vl, o);
+  EXPECT_DOUBLE_EQ(c.pre_f, 0.2 + 3 * 2);
+  EXPECT_DOUBLE_EQ(c.pre_b, 0);
+  EXPECT_DOUBLE_EQ(c.per_stage.at(0).f, 4 + 2);
+  EXPECT_DOUBLE_EQ(c.per_stage.at(0).b, 8);
+}
+
+TEST(Advise, AFrozenTowerMakesMPipeTheFirstChoice) {
+  const Advice a = advise(frozen_tower(), 4, 8);
+  for (size_t i = 1; i < a.ranked.size(); ++i) EXPECT_LE(a.ranked[i - 1].step_time, a.ranked[i].step_time);
+  const Candidate& w = a.ranked.front();
+  EXPECT_EQ(w.options.kind, ScheduleKind::MPipe);
+  EXPECT_GE(w.options.mpipe.transpose_layers, 1);
+  EXPECT_LT(w.step_time, 0.8 * best_of(a, ScheduleKind::OneFOneB).step_time);
+  // The interleaved body at v = 1 warms up 2(PP-1) deep: rank 0 holds 7 micro-batches where 1F1B holds 4.
+  const Candidate& v1 = *std::find_if(a.ranked.begin(), a.ranked.end(), [](const Candidate& c) {
+    return c.options.kind == ScheduleKind::MPipe && c.options.vpp == 1;
+  });
+  EXPECT_DOUBLE_EQ(v1.peak_layer_activations, 7 * 2);
+  EXPECT_DOUBLE_EQ(best_of(a, ScheduleKind::OneFOneB).peak_layer_activations, 4 * 2);
+  const std::string why = explain(a);
+  EXPECT_EQ(why.rfind(w.name + " wins", 0), 0u) << why;
+  EXPECT_NE(why.find("off rank 0's critical path"), std::string::npos) << why;
+}
+
+TEST(Advise, ABroadcastEmbeddingMakesMPipeLoseAndSaysWhy) {
+  const Advice a = advise(trainable_llm(), 4, 8);
+  const Candidate& moving = best_of(a, ScheduleKind::MPipe, 1);
+  EXPECT_GT(moving.step_time, a.ranked.front().step_time);
+  EXPECT_GT(moving.broadcast_time, 1.9);  // 2.1e8 bytes at 1e8 per unit
+  EXPECT_GT(moving.recompute_time, 0);
+  EXPECT_NE(a.ranked.front().options.kind, ScheduleKind::MPipe);
+  const std::string why = explain(a);
+  EXPECT_NE(why.find("vs " + moving.name + ": "), std::string::npos) << why;
+  EXPECT_NE(why.find("its parameter broadcast takes 2.10"), std::string::npos) << why;
+  // T = 0 moves only a free data load: the same step as its interleaved body.
+  for (const auto& c : a.ranked)
+    if (c.options.kind == ScheduleKind::MPipe && c.options.mpipe.transpose_layers == 0 && c.options.vpp == 2) {
+      EXPECT_NEAR(c.step_time, best_of(a, ScheduleKind::Interleaved).step_time, 1e-9) << c.name;
+    }
+}
+
+TEST(Advise, RefusesABadProfileNamingTheField) {
+  ModelProfile m;
+  m.layers = 0;
+  EXPECT_THROW(
+      {
+        try {
+          advise(m, 4, 8);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_STREQ(e.what(), "profile.layers must be >= 1, got 0");
+          throw;
+        }
+      },
+      std::invalid_argument);
+  m.layers = 8;
+  m.tower_b = -1;
+  EXPECT_THROW(advise(m, 4, 8), std::invalid_argument);
+  m.tower_b = 0;
+  m.layers = 3;  // no split over 4 ranks
+  EXPECT_THROW(advise(m, 4, 8), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace hp::schedule
