@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/bench_comm.hpp"
 #include "cli/emulate_flags.hpp"
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
@@ -41,6 +42,7 @@ struct BenchArgs {
   bool pseudo_deallocate = false;
   bool overhead = false;
   int profile_ops = 0;  // > 0: each rank prints its top operators of one step
+  bool comm = false;    // also src/comm against plain c10d (bench_comm.hpp)
   model::TransformerConfig model;
   std::string json;
 };
@@ -224,6 +226,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
                        {"peak_bytes", peaks},
                        {"overhead_ms", overhead}});
   }
+  const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg) : std::vector<CommBenchRow>{};
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
   std::cout << std::left << std::setw(14) << "schedule" << std::right << std::setw(13) << "measured ms"
@@ -256,7 +259,12 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
       }
     }
   }
-  if (!a.json.empty()) std::ofstream(a.json) << results.dump(2) << "\n";
+  nlohmann::json comm = nlohmann::json::array();
+  for (const auto& r : comm_rows)
+    comm.push_back({{"op", r.op}, {"bytes", r.bytes}, {"hyperpipe_us", r.hyperpipe_us}, {"c10d_us", r.c10d_us},
+                    {"ratio", r.ratio()}});
+  if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows) << std::flush;
+  if (!a.json.empty()) std::ofstream(a.json) << nlohmann::json{{"schedules", results}, {"comm", comm}}.dump(2) << "\n";
   return 0;
 }
 
@@ -283,6 +291,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "also profile one step per schedule with LibTorch's profiler: each rank prints its N operators"
                   " with the most self time")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--comm", a->comm,
+                "also time src/comm's messages (4 KiB to 16 MiB, rank 0 <-> 1) and broadcasts against plain c10d Gloo");
   add_emulate_flags(cmd, &a->model.emulate);
   cmd->add_option("--json", a->json, "also write the results as JSON");
   cmd->callback([a, exit_code, nproc] {
@@ -291,6 +301,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
         "bench", job_flags(), a->job,
         [a](int world) {
           if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
+          if (a->comm && world < 2)
+            throw std::invalid_argument("--comm times messages between ranks: give --nproc 2 or more");
           for (const auto& name : split(a->schedules)) pipeline_options(*a, name, world);
         },
         [a](comm::ProcessGroup* pg) { return bench_rank(*a, pg); });

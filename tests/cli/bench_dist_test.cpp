@@ -22,7 +22,9 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("where one step went"), std::string::npos) << r.output;
   std::ifstream in(dir + "/b.json");
-  const auto rows = nlohmann::json::parse(in);
+  const auto json = nlohmann::json::parse(in);
+  EXPECT_TRUE(json.at("comm").empty());
+  const auto& rows = json.at("schedules");
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& row : rows) {
     EXPECT_GT(row.at("measured_ms").get<double>(), 0) << row.dump();
@@ -40,6 +42,32 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
       EXPECT_GT(rank.at(5).get<double>(), 0) << rank.dump();  // the AdamW step
     }
   }
+}
+
+// Issue 13: src/comm's messages and broadcasts beside plain c10d's, in one run.
+TEST(BenchDist, CommTimesEverySizeBesidePlainC10d) {
+  const std::string dir = fresh_dir("bench-comm");
+  const auto r = run_command(hyperpipe() + " bench --nproc 3 --layers 3 --hidden 16 --heads 2 --mb 3 --steps 1"
+                                 " --schedules 1f1b --comm --json " + dir + "/b.json",
+                             180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("communication: src/comm against plain c10d Gloo"), std::string::npos) << r.output;
+  std::ifstream in(dir + "/b.json");
+  const auto comm = nlohmann::json::parse(in).at("comm");
+  std::vector<std::pair<std::string, long>> sizes;
+  for (const auto& row : comm) {
+    sizes.emplace_back(row.at("op").get<std::string>(), row.at("bytes").get<long>() >> 10);
+    EXPECT_GT(row.at("hyperpipe_us").get<double>(), 0) << row.dump();
+    EXPECT_GT(row.at("c10d_us").get<double>(), 0) << row.dump();
+    EXPECT_DOUBLE_EQ(row.at("ratio").get<double>(),
+                     row.at("c10d_us").get<double>() / row.at("hyperpipe_us").get<double>());
+  }
+  EXPECT_EQ(sizes, (std::vector<std::pair<std::string, long>>{
+                       {"p2p", 4}, {"p2p", 64}, {"p2p", 1024}, {"p2p", 16384}, {"broadcast", 1024}, {"broadcast", 16384}}));
+  const auto one = run_command(hyperpipe() + " bench --nproc 1 --comm");
+  EXPECT_EQ(one.exit_code, 2) << one.output;
+  EXPECT_NE(one.output.find("--comm times messages between ranks: give --nproc 2 or more"), std::string::npos)
+      << one.output;
 }
 
 // Issue 16: where a step's time goes, by operator, on every rank.

@@ -428,7 +428,8 @@ TEST(TrainDist, EverySurvivorOfAKilledStoppedOrHungRankNamesItWithoutALauncher) 
         if (who != rank) continue;
         seen = true;
         EXPECT_NE(code, 0) << fault << ": rank " << rank << "\n" << out;
-        EXPECT_LT(ms / 1000, kTimeout + 10) << fault << ": rank " << rank << "\n" << out;
+        // Within a few timeouts: a bound on hanging, not on speed (a loaded 2-core machine took 16.4 s).
+        EXPECT_LT(ms / 1000, 4 * kTimeout) << fault << ": rank " << rank << "\n" << out;
       }
       EXPECT_TRUE(seen) << r.output << exit_lines;
       const std::string problem = survivors_message_problem(out, fault);
