@@ -1,6 +1,7 @@
 #include "cli/option_flags.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace hp::cli {
 namespace {
@@ -114,6 +115,12 @@ const FlagNames& job_flags(bool data_parallel) {
   static const FlagNames plain = model_job_flags("--nproc");
   static const FlagNames dp = model_job_flags("pp (--nproc / (--tp x --cp x --dp))");
   return data_parallel ? dp : plain;
+}
+
+schedule::Overflow overflow_from_flag(const std::string& value) {
+  for (auto o : {schedule::Overflow::Full, schedule::Overflow::Min, schedule::Overflow::Auto})
+    if (value == schedule::overflow_name(o)) return o;
+  throw std::invalid_argument("--overflow " + value + ": allowed: full, min, auto");
 }
 
 }  // namespace hp::cli

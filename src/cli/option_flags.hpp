@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "schedule/schedule.hpp"
+
 namespace hp::cli {
 
 // (option name, the command's flag) pairs.
@@ -23,5 +25,9 @@ const FlagNames& plan_flags();
 // With data_parallel (train --dp, --tp or --cp > 1) the pipeline has
 // --nproc / (--tp x --cp x --dp) ranks.
 const FlagNames& job_flags(bool data_parallel = false);
+
+// --overflow full|min|auto (plan and train); throws std::invalid_argument
+// naming the flag and the allowed values.
+schedule::Overflow overflow_from_flag(const std::string& value);
 
 }  // namespace hp::cli

@@ -14,6 +14,7 @@
 #include "comm/mesh_layout.hpp"
 #include "schedule/advise.hpp"
 #include "schedule/generate.hpp"
+#include "schedule/owner_search.hpp"
 #include "schedule/render.hpp"
 #include "schedule/schedule_io.hpp"
 #include "schedule/simulate.hpp"
@@ -38,6 +39,7 @@ struct PlanArgs {
   bool advise = false;
   schedule::ModelProfile profile;  // --advise: the model; --layers, comm costs and --frozen-preprocess are shared
   int advise_top = 10;
+  std::string auto_note;  // --overflow auto: the owners chosen, printed with the text grid
 };
 
 std::string read_file(const std::string& path) {
@@ -97,9 +99,15 @@ schedule::Schedule build(PlanArgs& a) {
     throw std::invalid_argument("--schedule " + a.schedule +
                                 ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
   if (a.vpp_flag->count() == 0) a.opts.vpp = schedule::default_vpp(a.opts.kind);
-  if (a.overflow != "full" && a.overflow != "min")
-    throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
-  a.opts.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
+  a.opts.mpipe.overflow = overflow_from_flag(a.overflow);
+  if (a.opts.mpipe.overflow == schedule::Overflow::Auto && a.opts.kind == schedule::ScheduleKind::MPipe) {
+    const schedule::OwnerChoice c = schedule::choose_owners(a.opts, a.costs);
+    a.opts.mpipe.owners = c.owners;
+    std::ostringstream os;
+    os << "overflow auto: owners " << schedule::format_owners(c.owners) << " (0i: rank 0 inline); simulated step " << c.step_time << ", full " << c.full_step << ", min "
+       << c.min_step << " (" << c.evaluations << " schedules simulated)";
+    a.auto_note = os.str();
+  }
   return schedule::generate(a.opts);
 }
 
@@ -181,6 +189,7 @@ void run_plan(PlanArgs& a) {
         std::cout << "rank " << r << ": busy " << report.ranks[r].busy << "  idle " << report.ranks[r].idle
                   << "  peak_activations " << report.ranks[r].peak_activations << "\n";
     }
+    if (!a.auto_note.empty()) std::cout << a.auto_note << "\n";
     if (a.dp > 1) print_mesh(a, s);
   }
   if (!a.svg.empty()) write_file("--svg", a.svg, schedule::render_svg(s, report));
@@ -207,7 +216,9 @@ void add_plan_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--transpose-layers", o.mpipe.transpose_layers, "MPipe T: layers of stage 0 to transpose")
       ->capture_default_str();
-  cmd->add_option("--overflow", args->overflow, "MPipe overflow: full or min")->capture_default_str();
+  cmd->add_option("--overflow", args->overflow,
+                  "MPipe overflow: full, min, or auto (owners that minimise the step simulated with the --cost-* flags)")
+      ->capture_default_str();
   cmd->add_flag("--owner-backward", o.mpipe.owner_backward, "MPipe: the owner of a micro runs its preprocess backward");
   cmd->add_flag("--frozen-preprocess", o.mpipe.frozen_preprocess, "MPipe: the preprocess has no trainable parameter");
   cmd->add_flag("--forward-only", o.forward_only, "forwards only (evaluation, generation): no backward, no gradient messages");

@@ -11,6 +11,8 @@
 #include "cli/option_flags.hpp"
 #include "train/gpt_task.hpp"
 #include "train/hybrid_task.hpp"
+#include "schedule/advise.hpp"
+#include "schedule/owner_search.hpp"
 #include "train/trainer.hpp"
 #include "train/verify.hpp"
 #include "train/vl_task.hpp"
@@ -112,6 +114,27 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
   throw std::invalid_argument("--model " + a.model_name + ": allowed: gpt, vl, hybrid");
 }
 
+// --overflow auto: the owners that minimise the simulated step with every
+// layer (text and tower) costing the same (its emulated time, or forward 1
+// and backward 2), so every rank computes the same owners before step 1.
+void choose_train_owners(const TrainArgs& a, schedule::ScheduleOptions& s) {
+  schedule::ModelProfile p;
+  const auto& e = a.model.emulate;
+  p.layers = a.model.num_layers;
+  p.layer_f = e.forward_ms > 0 ? e.forward_ms : 1.0;
+  p.layer_b = e.backward_ms > 0 ? e.backward_ms : 2 * p.layer_f;
+  if (a.model_name == "vl") {
+    p.tower_layers = a.vision.num_layers;
+    p.tower_f = p.layer_f;
+    p.tower_b = p.layer_b;
+    p.frozen_preprocess = a.vision.frozen;
+  }
+  // The layout as the pipeline will run it: it finds a frozen tower's preprocess frozen.
+  schedule::ScheduleOptions run = s;
+  run.mpipe.frozen_preprocess = p.frozen_preprocess && s.mpipe.transpose_layers > 0;
+  s.mpipe.owners = schedule::choose_owners(run, schedule::profile_costs(p, run)).owners;
+}
+
 // Turns the parsed flags into the options and task of a job of `world` ranks.
 Job resolve(const TrainArgs& a, int world) {
   Job job;
@@ -131,9 +154,9 @@ Job resolve(const TrainArgs& a, int world) {
                                 " ranks (--nproc): the ranks are tp x cp x dp x pp; give --nproc a multiple of it");
   s.pp = world / (o.dp * tp * cp);
   if (a.vpp_flag->count() == 0) s.vpp = schedule::default_vpp(s.kind);
-  if (a.overflow != "full" && a.overflow != "min")
-    throw std::invalid_argument("--overflow " + a.overflow + ": allowed: full, min");
-  s.mpipe.overflow = a.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
+  s.mpipe.overflow = overflow_from_flag(a.overflow);
+  if (s.mpipe.overflow == schedule::Overflow::Auto && s.kind == schedule::ScheduleKind::MPipe)
+    choose_train_owners(a, s);
   o.pipeline.executor.variable_seq_len = a.data.variable_seq_len;
   auto dtype = model::dtype_from_name(a.dtype);
   if (!dtype) throw std::invalid_argument("--dtype " + a.dtype + ": allowed: float32, float64");
@@ -177,6 +200,8 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const auto& s = job.options.pipeline.schedule;
   if (!pg || pg->rank() == 0) {
     std::cout << "hyperpipe train: " << a.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
+    if (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.overflow == schedule::Overflow::Auto)
+      std::cout << " overflow=auto (owners " << schedule::format_owners(s.mpipe.owners) << ")";
     const comm::MeshShape mesh = job_mesh(job);
     if (mesh.dp > 1) std::cout << " dp=" << mesh.dp;
     if (mesh.tp > 1) std::cout << " tp=" << mesh.tp;
@@ -243,7 +268,9 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--mb", s.micro_batches, "micro-batches per step")->capture_default_str();
   cmd->add_option("--group-size", s.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it; MB when MB < PP)")->capture_default_str();
   cmd->add_option("--transpose-layers", s.mpipe.transpose_layers, "MPipe T")->capture_default_str();
-  cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
+  cmd->add_option("--overflow", a->overflow,
+                  "MPipe overflow: full, min, or auto (owners that minimise the simulated step)")
+      ->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
   auto& v = a->vision;
   cmd->add_option("--model", a->model_name, "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images; hybrid: Mamba, attention, MLP and MoE layers from --hybrid-pattern")->capture_default_str();

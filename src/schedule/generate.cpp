@@ -51,6 +51,15 @@ void check_mpipe(const ScheduleOptions& o) {
            str(m.transpose_layers));
   if (m.owner_backward && m.transpose_layers == 0)
     reject("schedule.mpipe.owner_backward needs schedule.mpipe.transpose_layers >= 1: with T = 0 there is nothing to backprop");
+  if (m.overflow == Overflow::Auto) {
+    if (static_cast<int>(m.owners.size()) != o.micro_batches)
+      reject("schedule.mpipe.overflow auto needs an owner per micro-batch (choose_owners picks them): got " +
+             str(static_cast<int>(m.owners.size())) + " for schedule.micro_batches " + str(o.micro_batches));
+    for (size_t i = 0; i < m.owners.size(); ++i)
+      if (m.owners[i] < -1 || m.owners[i] >= o.pp)
+        reject("schedule.mpipe.owners[" + str(static_cast<int>(i)) + "] must be a rank in [0, " + str(o.pp) +
+               ") or -1 (rank 0, inline), got " + str(m.owners[i]));
+  }
   if (m.owner_backward && m.frozen_preprocess)
     reject("schedule.mpipe.owner_backward needs a trainable preprocess: with schedule.mpipe.frozen_preprocess there is "
            "nothing to backprop (drop one of the two)");

@@ -26,7 +26,6 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
 
   const MPipeOptions& mp = o.mpipe;
   const int mb = o.micro_batches;
-  const int nt = o.nt();
   const bool has_preprocess = mp.transpose_layers > 0;
   // Forward-only: nothing is backpropagated, so nothing of the backward is shipped.
   const bool trainable = has_preprocess && !mp.frozen_preprocess && !o.forward_only;
@@ -34,7 +33,7 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
   const bool ship_graph = trainable && !mp.owner_backward;
   auto owner = [&](int m) { return mpipe_owner(o, m); };
   // "min" overflow micros are transposed inline on rank 0, not in the prefix.
-  auto inline_on_rank0 = [&](int m) { return mp.overflow == Overflow::Min && m >= nt; };
+  auto inline_on_rank0 = [&](int m) { return mpipe_inline_on_rank0(o, m); };
 
   Schedule s;
   s.options = o;

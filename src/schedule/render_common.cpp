@@ -89,7 +89,7 @@ std::string title_line(const Schedule& s, const SimulationReport& r) {
   out += " pp=" + std::to_string(s.pp()) + " v=" + std::to_string(o.vpp) + " mb=" + std::to_string(o.micro_batches);
   if (o.kind == ScheduleKind::MPipe) {
     out += " T=" + std::to_string(o.mpipe.transpose_layers);
-    out += o.mpipe.overflow == Overflow::Min ? " overflow=min" : " overflow=full";
+    out += std::string(" overflow=") + overflow_name(o.mpipe.overflow);
     if (o.mpipe.owner_backward) out += " owner-backward";
     if (o.mpipe.frozen_preprocess) out += " frozen";
   }

@@ -1,5 +1,6 @@
 #include "schedule/schedule.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace hp::schedule {
@@ -34,8 +35,26 @@ bool kind_from_name(std::string_view name, ScheduleKind* out) {
 
 int mpipe_owner(const ScheduleOptions& o, int micro) {
   const int nt = o.nt();
-  if (o.mpipe.overflow == Overflow::Full) return micro % nt;
-  return micro < nt ? micro : 0;
+  switch (o.mpipe.overflow) {
+    case Overflow::Full: return micro % nt;
+    case Overflow::Min: return micro < nt ? micro : 0;
+    case Overflow::Auto: return std::max(o.mpipe.owners.at(static_cast<size_t>(micro)), 0);
+  }
+  return 0;
+}
+
+const char* overflow_name(Overflow overflow) {
+  switch (overflow) {
+    case Overflow::Full: return "full";
+    case Overflow::Min: return "min";
+    case Overflow::Auto: return "auto";
+  }
+  return "?";
+}
+
+bool mpipe_inline_on_rank0(const ScheduleOptions& o, int micro) {
+  if (o.mpipe.overflow == Overflow::Auto) return o.mpipe.owners.at(static_cast<size_t>(micro)) < 0;
+  return o.mpipe.overflow == Overflow::Min && micro >= o.nt();
 }
 
 }  // namespace hp::schedule

@@ -18,7 +18,10 @@ bool kind_from_name(std::string_view name, ScheduleKind* out);
 // no-pipelining, GPipe and 1F1B; 2 for interleaved 1F1B and MPipe.
 int default_vpp(ScheduleKind k);
 
-enum class Overflow { Full, Min };
+// Owners of the micro-batches beyond the first round (spec section 2):
+// "full" round-robin, "min" rank 0 inline; "auto" an explicit owner per
+// micro-batch (MPipeOptions::owners), chosen by choose_owners (owner_search.hpp).
+enum class Overflow { Full, Min, Auto };
 
 // MPipe Transpose options (spec sections 2-4, DESIGN.md section 2).
 struct MPipeOptions {
@@ -26,6 +29,10 @@ struct MPipeOptions {
   Overflow overflow = Overflow::Full;
   bool owner_backward = false;
   bool frozen_preprocess = false;  // no parameter of the preprocess requires grad
+  // Auto only: one entry per micro-batch: r >= 0, rank r transposes it in its
+  // prefix (as under full); -1, rank 0 transposes it inline right before
+  // FWD(0, m) (as min does the overflow).
+  std::vector<int> owners;
 };
 
 // Everything a generator needs. Defaults give a small valid interleaved run.
@@ -76,7 +83,13 @@ struct Schedule {
 };
 
 // Owner rank of micro m's preprocess forward under MPipe (spec section 2):
-// "full": m % NT; "min": m for m < NT, rank 0 for the overflow.
+// "full": m % NT; "min": m for m < NT, rank 0 for the overflow; "auto": owners[m].
 int mpipe_owner(const ScheduleOptions& o, int micro);
+// "full", "min", "auto".
+const char* overflow_name(Overflow overflow);
+
+// Whether rank 0 transposes micro m inline, right before FWD(0, m), rather
+// than in its prefix: min's overflow, and auto's owners of -1.
+bool mpipe_inline_on_rank0(const ScheduleOptions& o, int micro);
 
 }  // namespace hp::schedule

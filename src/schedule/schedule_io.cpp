@@ -122,10 +122,10 @@ bool looks_like_interleaved(const Schedule& s) {
 // forwards in its prefix, before the body. Ownership alone decides whenever
 // some overflow micro would go to a rank other than 0 under "full"; otherwise
 // (MB == NT + 1, or NT == 1) only the position on rank 0 tells them apart.
-Overflow infer_overflow(const Schedule& s) {
+// Anything else is "auto" with the owners as read (owners = -1 inline on rank 0).
+Overflow infer_overflow(const Schedule& s, std::vector<int>* owners) {
   const ScheduleOptions& o = s.options;
   const int nt = o.nt();
-  if (o.micro_batches <= nt) return Overflow::Full;  // no overflow: the modes coincide
   std::vector<int> owner(o.micro_batches, -1);
   std::vector<bool> inline_on_rank0(o.micro_batches, false);
   for (int r = 0; r < s.pp(); ++r) {
@@ -138,9 +138,17 @@ Overflow infer_overflow(const Schedule& s) {
       }
     }
   }
-  for (int m = nt; m < o.micro_batches; ++m)
-    if (owner[m] != 0 || !inline_on_rank0[m]) return Overflow::Full;
-  return Overflow::Min;
+  bool full = true, min = true;
+  for (int m = 0; m < o.micro_batches; ++m) {
+    const bool in_line = owner[m] == 0 && inline_on_rank0[m];
+    full = full && owner[m] == m % nt && !in_line;
+    min = min && (m < nt ? owner[m] == m && !in_line : in_line);
+  }
+  if (full) return Overflow::Full;
+  if (min) return Overflow::Min;
+  owners->resize(o.micro_batches);
+  for (int m = 0; m < o.micro_batches; ++m) (*owners)[m] = owner[m] == 0 && inline_on_rank0[m] ? -1 : owner[m];
+  return Overflow::Auto;
 }
 
 MPipeOptions infer_mpipe(const Schedule& s) {
@@ -156,7 +164,7 @@ MPipeOptions infer_mpipe(const Schedule& s) {
   m.transpose_layers = (broadcast || transpose_bwd || graph) ? 1 : 0;
   m.owner_backward = grad;
   m.frozen_preprocess = broadcast && !transpose_bwd && !graph && !grad;
-  m.overflow = infer_overflow(s);
+  m.overflow = infer_overflow(s, &m.owners);
   return m;
 }
 

@@ -25,6 +25,7 @@ TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
   expect_error("plan --mb 0", "--mb");
   expect_error("plan --vpp 0", "--vpp");
   expect_error("plan --schedule zigzag", "allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
+  expect_error("plan --schedule mpipe --overflow most", "--overflow most: allowed: full, min, auto");
   expect_error("plan --schedule mpipe --pp 4 --vpp 1 --layers 8 --transpose-layers 2", "--transpose-layers");
   expect_error("plan --schedule mpipe --pp 1 --vpp 1", "MPipe Transpose needs --pp >= 2");
   expect_error("plan --schedule no-pipelining --pp 2", "use --pp 1 --vpp 1");
@@ -78,6 +79,16 @@ TEST(PlanCli, SimulateJsonGivesTheTextbookOneFOneBStep) {
   ASSERT_EQ(j.at("ranks").size(), 4u);
   EXPECT_EQ(j.at("ranks")[0].at("peak_activations").get<int>(), 4);
   EXPECT_TRUE(j.contains("bubble_fraction"));
+}
+
+TEST(PlanCli, OverflowAutoPrintsTheOwnersItChoseAndTheirStep) {
+  const auto r = run_command(hyperpipe() + " plan --schedule mpipe --pp 2 --mb 7 --vpp 1 --overflow auto --cost-f 2"
+                                           " --cost-b 4 --cost-pre-f 3 --cost-pre-b 0 --frozen-preprocess");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("overflow=auto"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("overflow auto: owners 0 1 0i 1 0 1 0 (0i: rank 0 inline); simulated step 57, full 60, min 60"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(PlanCli, AdviseRanksTheLayoutsOfAModel) {

@@ -119,6 +119,19 @@ TEST(MPipeTrain, FrozenVisionTowerFollowsTheCurveAndIsBroadcastOnce) {
   for (size_t s = 1; s < mpipe.metrics.size(); ++s) EXPECT_EQ(mpipe.metrics[s]["bytes_broadcast"].get<double>(), 0);
 }
 
+// --overflow auto at PP 2, MB 7 with a frozen 3-block tower: the owners it
+// picks (0 1 0i 1 0 1 0 on unit layer costs: neither full nor min) train the
+// same curve.
+TEST(MPipeTrain, AutoOverflowOwnersFollowTheCurve) {
+  const std::vector<std::string> vl = {"--model", "vl", "--freeze-vision", "--vision-layers", "3", "--image-size", "8",
+                                       "--vision-hidden", "8", "--vocab", "17", "--mb", "7", "--steps", "3"};
+  const auto mpipe = train(concat(concat(kGPT, vl), {"--schedule", "mpipe", "--transpose-layers", "3", "--overflow", "auto"}),
+                           "vl_auto");
+  const auto base = train(concat(concat(kGPT, vl), {"--schedule", "1f1b"}), "vl_auto_base");
+  expect_same_curve(mpipe, base, 3);
+  EXPECT_NE(mpipe.out.find("overflow=auto (owners 0 1 0i 1 0 1 0)"), std::string::npos) << mpipe.out;
+}
+
 TEST(MPipeTrain, TransposingOnlyTheDataLoadBroadcastsNothing) {
   const auto r = train(concat(kGPT, {"--schedule", "mpipe", "--transpose-layers", "0", "--steps", "2"}), "t0");
   ASSERT_EQ(r.code, 0) << r.out;

@@ -269,7 +269,7 @@ TEST(MPipeGrid, InvariantAndValidity) {
             for (bool owner_backward : {false, true})
               for (bool frozen : {false, true}) {
                 auto o = mpipe_opts(pp, v, mb);
-                o.mpipe = {t, overflow, owner_backward, frozen};
+                o.mpipe = {t, overflow, owner_backward, frozen, {}};
                 if (!rejection(o).empty()) continue;
                 const Schedule s = generate_mpipe(o);
                 const std::string where = "pp " + std::to_string(pp) + " v " + std::to_string(v) + " mb " +
