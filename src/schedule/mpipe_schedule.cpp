@@ -41,6 +41,9 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
   s.ranks.resize(o.pp);
   for (int r = 0; r < o.pp; ++r) {
     auto& out = s.ranks[r];
+    // At most: the broadcast, three prefix steps and two body steps per micro
+    // (rank 0), the suffix's one per micro and the reduce.
+    out.reserve(body[r].size() + 6 * static_cast<size_t>(mb) + 2);
     // Prefix.
     if (has_preprocess) out.push_back(mpipe(ActionType::MPIPE_PARAM_BROADCAST));
     if (r > 0) {
