@@ -60,17 +60,30 @@ struct Action {
 std::string_view type_name(ActionType t);
 std::optional<ActionType> type_from_name(std::string_view name);
 
-// Classification used by validation, simulation and rendering.
-bool is_compute(ActionType t);     // FWD, BWD
-bool is_mpipe(ActionType t);       // every MPIPE_* member
-bool is_send(ActionType t);        // point-to-point sends (body and MPipe)
-bool is_recv(ActionType t);        // point-to-point receives (body and MPipe)
-bool is_collective(ActionType t);  // MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE
-bool is_p2p(ActionType t);         // is_send || is_recv
+// Classification used by validation, simulation and rendering. Inline: the
+// engine's passes over a million-action schedule call these per action.
+constexpr bool is_compute(ActionType t) { return t == ActionType::FWD || t == ActionType::BWD; }
+// Every MPIPE_* member.
+constexpr bool is_mpipe(ActionType t) { return t >= ActionType::MPIPE_PARAM_BROADCAST; }
+// Point-to-point sends (body and MPipe).
+constexpr bool is_send(ActionType t) {
+  return t == ActionType::SEND_F || t == ActionType::SEND_B || t == ActionType::MPIPE_FWD_SEND ||
+         t == ActionType::MPIPE_GRAPH_SEND || t == ActionType::MPIPE_GRAD_SEND;
+}
+// Point-to-point receives (body and MPipe).
+constexpr bool is_recv(ActionType t) {
+  return t == ActionType::RECV_F || t == ActionType::RECV_B || t == ActionType::MPIPE_FWD_RECV ||
+         t == ActionType::MPIPE_GRAPH_RECV || t == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
+}
+// MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE.
+constexpr bool is_collective(ActionType t) {
+  return t == ActionType::MPIPE_PARAM_BROADCAST || t == ActionType::MPIPE_GRAD_REDUCE;
+}
+constexpr bool is_p2p(ActionType t) { return is_send(t) || is_recv(t); }
 // The receive type that matches a send type (SEND_F -> RECV_F, ...), and back.
 ActionType matching_p2p(ActionType t);
 // Whether a micro-batch index is part of the action (false for the collectives).
-bool has_micro(ActionType t);
+constexpr bool has_micro(ActionType t) { return !is_collective(t); }
 
 std::string format_action(const Action& a);
 // Parses one token; returns nullopt (and sets *error when given) on bad input.
