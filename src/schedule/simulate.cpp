@@ -26,8 +26,6 @@ std::string where(const Schedule& s, int rank, int pos) {
          format_action(s.ranks[rank][pos]) + ")";
 }
 
-bool is_comm(ActionType t) { return is_p2p(t) || is_collective(t); }
-
 [[noreturn]] void cannot_run(const std::string& why) {
   throw std::invalid_argument("schedule cannot run: " + why + " (validate() gives a full report)");
 }
