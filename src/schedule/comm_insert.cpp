@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "schedule/comm_insert.hpp"
+
 #include "schedule/comm_cycles.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/message_end.hpp"
@@ -46,7 +48,8 @@ struct Layout {
   int pp = 1;
   int stages = 1;
   int micro_batches = 1;
-  int rank_of(int stage) const { return stage % pp; }
+  std::vector<int> stage_rank;  // stage % pp, looked up: the placement asks per message, and division is slow
+  int rank_of(int stage) const { return stage_rank[stage]; }
   int id(ActionType t, int stage, int micro) const {
     return ((t == ActionType::FWD ? 0 : 1) * stages + stage) * micro_batches + micro;
   }
@@ -105,27 +108,26 @@ std::vector<int> asap_end_times(const Layout& l, const std::vector<std::vector<A
   return end;
 }
 
-// A message between two ranks. Messages are numbered in production order
-// (by the producer's end time, then rank, then position), so comparing ids
-// compares production.
-struct Message {
-  int stage = 0;  // the producing compute's stage
-  int micro = 0;
-  int seq = 0;    // position among the sender's messages to the receiver
-  bool forward = true;  // an activation (SEND_F / RECV_F), else a gradient
-};
-
 using Ends = std::vector<std::vector<MessageEnd>>;
 
-// Keeps every rank's ends in MessageEnd order. Only moved receives break it,
-// so an already sorted rank is left alone.
+// Keeps every rank's ends in MessageEnd order. Repairs only move receives
+// to earlier slots, so the ends no smaller than every end kept before them
+// are still in order; the few others are sorted apart and merged back in,
+// linear in the rank's ends where sorting them all is not.
 void sort_ends(Ends& ends) {
-  for (auto& rank : ends)
-    if (!std::is_sorted(rank.begin(), rank.end())) std::sort(rank.begin(), rank.end());
+  std::vector<MessageEnd> kept, moved;
+  for (auto& rank : ends) {
+    if (std::is_sorted(rank.begin(), rank.end())) continue;
+    kept.clear();
+    moved.clear();
+    for (MessageEnd e : rank) (kept.empty() || !(e < kept.back()) ? kept : moved).push_back(e);
+    std::sort(moved.begin(), moved.end());
+    std::merge(kept.begin(), kept.end(), moved.begin(), moved.end(), rank.begin());
+  }
 }
 
 // FIFO repair; returns whether a receive moved.
-bool repair_fifo(Ends& ends, const std::vector<Message>& msgs, const Layout& l) {
+bool repair_fifo(Ends& ends, const std::vector<BodyMessage>& msgs, const Layout& l) {
   bool moved = false;
   // Receives of each channel into b, in send order.
   std::vector<std::vector<MessageEnd*>> by_seq(l.pp);
@@ -133,7 +135,7 @@ bool repair_fifo(Ends& ends, const std::vector<Message>& msgs, const Layout& l) 
     for (auto& v : by_seq) v.clear();
     for (MessageEnd& e : ends[b]) {
       if (e.is_send()) continue;
-      const Message& m = msgs[e.msg()];
+      const BodyMessage& m = msgs[e.msg()];
       auto& v = by_seq[l.rank_of(m.stage)];
       if (static_cast<int>(v.size()) <= m.seq) v.resize(m.seq + 1, nullptr);
       v[m.seq] = &e;
@@ -193,13 +195,14 @@ bool repair_cycles(Ends& ends, int num_messages) {
 
 }  // namespace
 
-std::vector<std::vector<Action>> insert_body_comms(const ScheduleOptions& o,
-                                                   std::vector<std::vector<Action>> compute) {
+BodyComms::BodyComms(const ScheduleOptions& o, std::vector<std::vector<Action>> order) : compute_(std::move(order)) {
+  const auto& compute = compute_;
   check_options(o);
   Layout l;
   l.pp = o.pp;
   l.stages = o.num_stages();
   l.micro_batches = o.micro_batches;
+  for (int st = 0; st < l.stages; ++st) l.stage_rank.push_back(st % l.pp);
   check_compute(l, compute);
   const std::vector<int> end = asap_end_times(l, compute);
 
@@ -221,7 +224,8 @@ std::vector<std::vector<Action>> insert_body_comms(const ScheduleOptions& o,
       ++num_messages;
     }
   for (int t = 0, next = 0; t < static_cast<int>(by_end.size()); ++t) next += std::exchange(by_end[t], next);
-  std::vector<Message> msgs(num_messages);
+  std::vector<BodyMessage>& msgs = msgs_;
+  msgs.resize(num_messages);
   std::vector<std::vector<int>> channel_count(l.pp, std::vector<int>(l.pp, 0));
   for (int r = 0; r < l.pp; ++r)
     for (const Action& c : compute[r]) {
@@ -235,7 +239,8 @@ std::vector<std::vector<Action>> insert_body_comms(const ScheduleOptions& o,
 
   // Natural placement: slot i holds the send of compute i - 1, then the
   // receive compute i consumes; both at most one, so the lists start sorted.
-  Ends ends(l.pp);
+  Ends& ends = ends_;
+  ends.resize(l.pp);
   for (int r = 0; r < l.pp; ++r) {
     const int n = static_cast<int>(compute[r].size());
     ends[r].reserve(2 * n);
@@ -258,24 +263,37 @@ std::vector<std::vector<Action>> insert_body_comms(const ScheduleOptions& o,
     if (moved) continue;
     moved = repair_cycles(ends, num_messages);
   }
+  stage_rank_ = std::move(l.stage_rank);
+}
 
-  // The actions of an end: a send names the producer's stage, a receive the consumer's.
-  auto action = [&](MessageEnd e) {
-    const Message& m = msgs[e.msg()];
-    const int consumer = m.forward ? m.stage + 1 : m.stage - 1;
-    if (e.is_send())
-      return Action{m.forward ? ActionType::SEND_F : ActionType::SEND_B, m.stage, m.micro, l.rank_of(consumer)};
-    return Action{m.forward ? ActionType::RECV_F : ActionType::RECV_B, consumer, m.micro, l.rank_of(m.stage)};
-  };
-  std::vector<std::vector<Action>> out(l.pp);
-  for (int r = 0; r < l.pp; ++r) {
-    size_t next = 0;
-    const int n = static_cast<int>(compute[r].size());
-    out[r].reserve(n + ends[r].size());
-    for (int i = 0; i <= n; ++i) {
-      for (; next < ends[r].size() && ends[r][next].slot() == i; ++next) out[r].push_back(action(ends[r][next]));
-      if (i < n) out[r].push_back(compute[r][i]);
-    }
+// A send names the producer's stage and the receiver, a receive the
+// consumer's stage and the sender.
+Action BodyComms::action(MessageEnd e) const {
+  const BodyMessage& m = msgs_[e.msg()];
+  const int consumer = m.forward ? m.stage + 1 : m.stage - 1;
+  if (e.is_send())
+    return Action{m.forward ? ActionType::SEND_F : ActionType::SEND_B, m.stage, m.micro, stage_rank_[consumer]};
+  return Action{m.forward ? ActionType::RECV_F : ActionType::RECV_B, consumer, m.micro, stage_rank_[m.stage]};
+}
+
+void BodyComms::append(int r, std::vector<Action>& out) const {
+  const auto& compute = compute_[r];
+  const auto& ends = ends_[r];
+  const int n = static_cast<int>(compute.size());
+  size_t next = 0;
+  for (int i = 0; i <= n; ++i) {
+    for (; next < ends.size() && ends[next].slot() == i; ++next) out.push_back(action(ends[next]));
+    if (i < n) out.push_back(compute[i]);
+  }
+}
+
+std::vector<std::vector<Action>> insert_body_comms(const ScheduleOptions& o,
+                                                   std::vector<std::vector<Action>> compute) {
+  const BodyComms body(o, std::move(compute));
+  std::vector<std::vector<Action>> out(body.pp());
+  for (int r = 0; r < body.pp(); ++r) {
+    out[r].reserve(body.size(r));
+    body.append(r, out[r]);
   }
   return out;
 }
