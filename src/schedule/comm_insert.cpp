@@ -126,12 +126,39 @@ void sort_ends(Ends& ends) {
   }
 }
 
+// Whether rank b takes every channel's messages in send order: no receive
+// sits in a later batch than the receive of a message sent after it on the
+// same channel. One pass over the rank's ends (sorted by slot), keeping per
+// sender the latest message number seen in earlier slots.
+bool fifo_ordered(const std::vector<MessageEnd>& rank, const std::vector<BodyMessage>& msgs, const Layout& l) {
+  struct Sender {
+    int slot = -1;         // the slot of its receives being read
+    int in_slot = -1;      // the largest message number in that slot
+    int before = -1;       // ... and in all earlier slots
+  };
+  std::vector<Sender> from(l.pp);
+  for (MessageEnd e : rank) {
+    if (e.is_send()) continue;
+    const BodyMessage& m = msgs[e.msg()];
+    Sender& x = from[l.rank_of(m.stage)];
+    if (e.slot() != x.slot) {
+      x.before = std::max(x.before, x.in_slot);
+      x.slot = e.slot();
+      x.in_slot = -1;
+    }
+    if (m.seq < x.before) return false;
+    x.in_slot = std::max(x.in_slot, m.seq);
+  }
+  return true;
+}
+
 // FIFO repair; returns whether a receive moved.
 bool repair_fifo(Ends& ends, const std::vector<BodyMessage>& msgs, const Layout& l) {
   bool moved = false;
   // Receives of each channel into b, in send order.
   std::vector<std::vector<MessageEnd*>> by_seq(l.pp);
   for (int b = 0; b < l.pp; ++b) {
+    if (fifo_ordered(ends[b], msgs, l)) continue;  // nothing would move; the usual case
     for (auto& v : by_seq) v.clear();
     for (MessageEnd& e : ends[b]) {
       if (e.is_send()) continue;
