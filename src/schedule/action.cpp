@@ -47,22 +47,6 @@ std::optional<ActionType> type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-ActionType matching_p2p(ActionType t) {
-  switch (t) {
-    case ActionType::SEND_F: return ActionType::RECV_F;
-    case ActionType::RECV_F: return ActionType::SEND_F;
-    case ActionType::SEND_B: return ActionType::RECV_B;
-    case ActionType::RECV_B: return ActionType::SEND_B;
-    case ActionType::MPIPE_FWD_SEND: return ActionType::MPIPE_FWD_RECV;
-    case ActionType::MPIPE_FWD_RECV: return ActionType::MPIPE_FWD_SEND;
-    case ActionType::MPIPE_GRAPH_SEND: return ActionType::MPIPE_GRAPH_RECV;
-    case ActionType::MPIPE_GRAPH_RECV: return ActionType::MPIPE_GRAPH_SEND;
-    case ActionType::MPIPE_GRAD_SEND: return ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
-    case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return ActionType::MPIPE_GRAD_SEND;
-    default: return t;
-  }
-}
-
 std::string format_action(const Action& a) {
   std::string out = std::to_string(a.stage);
   if (a.type == ActionType::FWD) {

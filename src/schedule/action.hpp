@@ -88,8 +88,23 @@ constexpr bool is_p2p(ActionType t) { return action_detail::in(action_detail::kS
 constexpr bool is_comm(ActionType t) {
   return action_detail::in(action_detail::kSend | action_detail::kRecv | action_detail::kCollective, t);
 }
-// The receive type that matches a send type (SEND_F -> RECV_F, ...), and back.
-ActionType matching_p2p(ActionType t);
+// The receive type that matches a send type (SEND_F -> RECV_F, ...), and
+// back; any other type is its own match.
+constexpr ActionType matching_p2p(ActionType t) {
+  switch (t) {
+    case ActionType::SEND_F: return ActionType::RECV_F;
+    case ActionType::RECV_F: return ActionType::SEND_F;
+    case ActionType::SEND_B: return ActionType::RECV_B;
+    case ActionType::RECV_B: return ActionType::SEND_B;
+    case ActionType::MPIPE_FWD_SEND: return ActionType::MPIPE_FWD_RECV;
+    case ActionType::MPIPE_FWD_RECV: return ActionType::MPIPE_FWD_SEND;
+    case ActionType::MPIPE_GRAPH_SEND: return ActionType::MPIPE_GRAPH_RECV;
+    case ActionType::MPIPE_GRAPH_RECV: return ActionType::MPIPE_GRAPH_SEND;
+    case ActionType::MPIPE_GRAD_SEND: return ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
+    case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return ActionType::MPIPE_GRAD_SEND;
+    default: return t;
+  }
+}
 // Whether a micro-batch index is part of the action (false for the collectives).
 constexpr bool has_micro(ActionType t) { return !is_collective(t); }
 
