@@ -47,44 +47,6 @@ std::optional<ActionType> type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-bool is_compute(ActionType t) { return t == ActionType::FWD || t == ActionType::BWD; }
-
-bool is_mpipe(ActionType t) { return t >= ActionType::MPIPE_PARAM_BROADCAST; }
-
-bool is_send(ActionType t) {
-  return t == ActionType::SEND_F || t == ActionType::SEND_B || t == ActionType::MPIPE_FWD_SEND ||
-         t == ActionType::MPIPE_GRAPH_SEND || t == ActionType::MPIPE_GRAD_SEND;
-}
-
-bool is_recv(ActionType t) {
-  return t == ActionType::RECV_F || t == ActionType::RECV_B || t == ActionType::MPIPE_FWD_RECV ||
-         t == ActionType::MPIPE_GRAPH_RECV || t == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
-}
-
-bool is_collective(ActionType t) {
-  return t == ActionType::MPIPE_PARAM_BROADCAST || t == ActionType::MPIPE_GRAD_REDUCE;
-}
-
-bool is_p2p(ActionType t) { return is_send(t) || is_recv(t); }
-
-ActionType matching_p2p(ActionType t) {
-  switch (t) {
-    case ActionType::SEND_F: return ActionType::RECV_F;
-    case ActionType::RECV_F: return ActionType::SEND_F;
-    case ActionType::SEND_B: return ActionType::RECV_B;
-    case ActionType::RECV_B: return ActionType::SEND_B;
-    case ActionType::MPIPE_FWD_SEND: return ActionType::MPIPE_FWD_RECV;
-    case ActionType::MPIPE_FWD_RECV: return ActionType::MPIPE_FWD_SEND;
-    case ActionType::MPIPE_GRAPH_SEND: return ActionType::MPIPE_GRAPH_RECV;
-    case ActionType::MPIPE_GRAPH_RECV: return ActionType::MPIPE_GRAPH_SEND;
-    case ActionType::MPIPE_GRAD_SEND: return ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
-    case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return ActionType::MPIPE_GRAD_SEND;
-    default: return t;
-  }
-}
-
-bool has_micro(ActionType t) { return !is_collective(t); }
-
 std::string format_action(const Action& a) {
   std::string out = std::to_string(a.stage);
   if (a.type == ActionType::FWD) {

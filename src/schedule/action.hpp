@@ -43,6 +43,7 @@ enum class ActionType : std::uint8_t {
 };
 
 inline constexpr int kNumActionTypes = 16;
+static_assert(kNumActionTypes <= 32, "the classification below keeps one bit per type in 32 bits");
 
 struct Action {
   ActionType type = ActionType::FWD;
@@ -60,17 +61,52 @@ struct Action {
 std::string_view type_name(ActionType t);
 std::optional<ActionType> type_from_name(std::string_view name);
 
-// Classification used by validation, simulation and rendering.
-bool is_compute(ActionType t);     // FWD, BWD
-bool is_mpipe(ActionType t);       // every MPIPE_* member
-bool is_send(ActionType t);        // point-to-point sends (body and MPipe)
-bool is_recv(ActionType t);        // point-to-point receives (body and MPipe)
-bool is_collective(ActionType t);  // MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE
-bool is_p2p(ActionType t);         // is_send || is_recv
-// The receive type that matches a send type (SEND_F -> RECV_F, ...), and back.
-ActionType matching_p2p(ActionType t);
+// Classification used by validation, simulation and rendering. Inline bit
+// tests: the engine's passes over a million-action schedule ask these
+// several times per action, and a chain of compares mispredicts.
+namespace action_detail {
+constexpr std::uint32_t bit(ActionType t) { return 1u << static_cast<int>(t); }
+constexpr std::uint32_t kSend = bit(ActionType::SEND_F) | bit(ActionType::SEND_B) | bit(ActionType::MPIPE_FWD_SEND) |
+                                bit(ActionType::MPIPE_GRAPH_SEND) | bit(ActionType::MPIPE_GRAD_SEND);
+constexpr std::uint32_t kRecv = bit(ActionType::RECV_F) | bit(ActionType::RECV_B) | bit(ActionType::MPIPE_FWD_RECV) |
+                                bit(ActionType::MPIPE_GRAPH_RECV) | bit(ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD);
+constexpr std::uint32_t kCollective = bit(ActionType::MPIPE_PARAM_BROADCAST) | bit(ActionType::MPIPE_GRAD_REDUCE);
+constexpr bool in(std::uint32_t mask, ActionType t) { return (mask >> static_cast<int>(t)) & 1u; }
+}  // namespace action_detail
+
+constexpr bool is_compute(ActionType t) { return t == ActionType::FWD || t == ActionType::BWD; }
+// Every MPIPE_* member.
+constexpr bool is_mpipe(ActionType t) { return t >= ActionType::MPIPE_PARAM_BROADCAST; }
+// Point-to-point sends (body and MPipe).
+constexpr bool is_send(ActionType t) { return action_detail::in(action_detail::kSend, t); }
+// Point-to-point receives (body and MPipe).
+constexpr bool is_recv(ActionType t) { return action_detail::in(action_detail::kRecv, t); }
+// MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE.
+constexpr bool is_collective(ActionType t) { return action_detail::in(action_detail::kCollective, t); }
+constexpr bool is_p2p(ActionType t) { return action_detail::in(action_detail::kSend | action_detail::kRecv, t); }
+// Communication: a point-to-point operation or a collective.
+constexpr bool is_comm(ActionType t) {
+  return action_detail::in(action_detail::kSend | action_detail::kRecv | action_detail::kCollective, t);
+}
+// The receive type that matches a send type (SEND_F -> RECV_F, ...), and
+// back; any other type is its own match.
+constexpr ActionType matching_p2p(ActionType t) {
+  switch (t) {
+    case ActionType::SEND_F: return ActionType::RECV_F;
+    case ActionType::RECV_F: return ActionType::SEND_F;
+    case ActionType::SEND_B: return ActionType::RECV_B;
+    case ActionType::RECV_B: return ActionType::SEND_B;
+    case ActionType::MPIPE_FWD_SEND: return ActionType::MPIPE_FWD_RECV;
+    case ActionType::MPIPE_FWD_RECV: return ActionType::MPIPE_FWD_SEND;
+    case ActionType::MPIPE_GRAPH_SEND: return ActionType::MPIPE_GRAPH_RECV;
+    case ActionType::MPIPE_GRAPH_RECV: return ActionType::MPIPE_GRAPH_SEND;
+    case ActionType::MPIPE_GRAD_SEND: return ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
+    case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return ActionType::MPIPE_GRAD_SEND;
+    default: return t;
+  }
+}
 // Whether a micro-batch index is part of the action (false for the collectives).
-bool has_micro(ActionType t);
+constexpr bool has_micro(ActionType t) { return !is_collective(t); }
 
 std::string format_action(const Action& a);
 // Parses one token; returns nullopt (and sets *error when given) on bad input.

@@ -14,6 +14,7 @@ Action bwd(int stage, int micro) { return Action{ActionType::BWD, stage, micro, 
 
 Order no_pipelining(const ScheduleOptions& o) {
   Order out(1);
+  out[0].reserve(2 * static_cast<size_t>(o.micro_batches));
   for (int m = 0; m < o.micro_batches; ++m) {
     out[0].push_back(fwd(0, m));
     out[0].push_back(bwd(0, m));
@@ -24,6 +25,7 @@ Order no_pipelining(const ScheduleOptions& o) {
 Order gpipe(const ScheduleOptions& o) {
   Order out(o.pp);
   for (int r = 0; r < o.pp; ++r) {
+    out[r].reserve(2 * static_cast<size_t>(o.micro_batches));
     for (int m = 0; m < o.micro_batches; ++m) out[r].push_back(fwd(r, m));
     for (int m = 0; m < o.micro_batches; ++m) out[r].push_back(bwd(r, m));
   }
@@ -36,6 +38,7 @@ Order one_f_one_b(const ScheduleOptions& o) {
   for (int r = 0; r < o.pp; ++r) {
     const int warmup = std::min(o.pp - r - 1, mb);
     auto& ops = out[r];
+    ops.reserve(2 * static_cast<size_t>(mb));
     for (int m = 0; m < warmup; ++m) ops.push_back(fwd(r, m));
     for (int i = 0; i + warmup < mb; ++i) {
       ops.push_back(fwd(r, warmup + i));
@@ -59,6 +62,7 @@ Order interleaved(const ScheduleOptions& o) {
     auto b = [&](int k) { return bwd((v - 1 - table[k].chunk) * o.pp + r, table[k].micro); };
     const int warmup = interleaved_warmup(o, r);
     auto& ops = out[r];
+    ops.reserve(2 * static_cast<size_t>(total));
     for (int k = 0; k < warmup; ++k) ops.push_back(f(k));
     for (int i = 0; warmup + i < total; ++i) {
       ops.push_back(f(warmup + i));

@@ -28,10 +28,14 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "schedule/comm_insert.hpp"
+
+#include "schedule/comm_cycles.hpp"
 #include "schedule/generate.hpp"
+#include "schedule/message_end.hpp"
 
 namespace hp::schedule {
 namespace {
@@ -44,7 +48,8 @@ struct Layout {
   int pp = 1;
   int stages = 1;
   int micro_batches = 1;
-  int rank_of(int stage) const { return stage % pp; }
+  std::vector<int> stage_rank;  // stage % pp, looked up: the placement asks per message, and division is slow
+  int rank_of(int stage) const { return stage_rank[stage]; }
   int id(ActionType t, int stage, int micro) const {
     return ((t == ActionType::FWD ? 0 : 1) * stages + stage) * micro_batches + micro;
   }
@@ -103,147 +108,71 @@ std::vector<int> asap_end_times(const Layout& l, const std::vector<std::vector<A
   return end;
 }
 
-// One end of a message. Both ends of message k share k, its key and its
-// place in its channel's send order.
-struct End {
-  Action action;
-  int msg = 0;
-  int slot = 0;  // slot i is the gap before compute i; a send of compute i sits in slot i + 1
-};
+using Ends = std::vector<std::vector<MessageEnd>>;
 
-using Key = std::tuple<int, int, int>;  // producer's end time, producer rank, producer position
-
-struct Message {
-  Key key;
-  int sender = 0, receiver = 0;
-  int seq = 0;          // position among the sender's messages to the receiver
-  int recv_end = -1;    // index of the receiving End in ends[receiver]
-};
-
-// Strongly connected components of the batch precedence graph. Nodes are
-// the messages and, per rank, one node for each gap between consecutive
-// batches: every message of a batch points to the gap after it, the gap to
-// every message of the next batch. Expects every rank's ends sorted by slot.
-class Precedence {
- public:
-  Precedence(const std::vector<std::vector<End>>& ends, int num_messages)
-      : ends_(ends), messages_(num_messages), out_(2 * num_messages, -1) {
-    for (int r = 0; r < static_cast<int>(ends.size()); ++r) {
-      const auto& rank = ends[r];
-      auto batch_end = [&](size_t i) {
-        while (++i < rank.size() && rank[i].slot == rank[i - 1].slot) {
-        }
-        return i;
-      };
-      for (size_t i = 0, j; i < rank.size(); i = j) {
-        j = batch_end(i);
-        if (j == rank.size()) break;
-        const int gap = messages_ + static_cast<int>(gaps_.size());
-        gaps_.push_back({r, j, batch_end(j)});
-        for (size_t k = i; k < j; ++k)
-          out_[2 * rank[k].msg + (is_send(rank[k].action.type) ? 0 : 1)] = gap;
-      }
-    }
-    component_.assign(messages_ + gaps_.size(), -1);
-    tarjan();
+// Keeps every rank's ends in MessageEnd order. Repairs only move receives
+// to earlier slots, so the ends no smaller than every end kept before them
+// are still in order; the few others are sorted apart and merged back in,
+// linear in the rank's ends where sorting them all is not.
+void sort_ends(Ends& ends) {
+  std::vector<MessageEnd> kept, moved;
+  for (auto& rank : ends) {
+    if (std::is_sorted(rank.begin(), rank.end())) continue;
+    kept.clear();
+    moved.clear();
+    for (MessageEnd e : rank) (kept.empty() || !(e < kept.back()) ? kept : moved).push_back(e);
+    std::sort(moved.begin(), moved.end());
+    std::merge(kept.begin(), kept.end(), moved.begin(), moved.end(), rank.begin());
   }
-  int component(int msg) const { return component_[msg]; }
-  int num_components() const { return num_components_; }
-  bool acyclic() const { return num_components_ == 0; }
+}
 
- private:
-  struct Gap {
-    int rank;
-    size_t begin, end;  // the next batch in ends_[rank]
+// Whether rank b takes every channel's messages in send order: no receive
+// sits in a later batch than the receive of a message sent after it on the
+// same channel. One pass over the rank's ends (sorted by slot), keeping per
+// sender the latest message number seen in earlier slots.
+bool fifo_ordered(const std::vector<MessageEnd>& rank, const std::vector<BodyMessage>& msgs, const Layout& l) {
+  struct Sender {
+    int slot = -1;         // the slot of its receives being read
+    int in_slot = -1;      // the largest message number in that slot
+    int before = -1;       // ... and in all earlier slots
   };
-
-  // The e-th successor of node v, or -1 past the last (some may be -2: none).
-  int successor(int v, size_t e) const {
-    if (v < messages_) return e < 2 ? (out_[2 * v + e] >= 0 ? out_[2 * v + e] : -2) : -1;
-    const Gap& g = gaps_[v - messages_];
-    return g.begin + e < g.end ? ends_[g.rank][g.begin + e].msg : -1;
-  }
-
-  void tarjan() {
-    const int n = static_cast<int>(component_.size());
-    std::vector<int> index(n, -1), low(n, 0), stack;
-    std::vector<char> on_stack(n, 0);
-    std::vector<std::pair<int, size_t>> call;
-    int counter = 0;
-    for (int root = 0; root < n; ++root) {
-      if (index[root] >= 0) continue;
-      call.push_back({root, 0});
-      index[root] = low[root] = counter++;
-      stack.push_back(root);
-      on_stack[root] = 1;
-      while (!call.empty()) {
-        auto& [v, e] = call.back();
-        if (const int w = successor(v, e); w != -1) {
-          ++e;
-          if (w < 0) continue;
-          if (index[w] < 0) {
-            index[w] = low[w] = counter++;
-            stack.push_back(w);
-            on_stack[w] = 1;
-            call.push_back({w, 0});
-          } else if (on_stack[w]) {
-            low[v] = std::min(low[v], index[w]);
-          }
-          continue;
-        }
-        const int done = v;
-        call.pop_back();
-        if (!call.empty()) low[call.back().first] = std::min(low[call.back().first], low[done]);
-        if (low[done] != index[done]) continue;
-        const bool trivial = stack.back() == done;
-        for (int w = -1; w != done;) {
-          w = stack.back();
-          stack.pop_back();
-          on_stack[w] = 0;
-          if (!trivial) component_[w] = num_components_;
-        }
-        if (!trivial) ++num_components_;
-      }
+  std::vector<Sender> from(l.pp);
+  for (MessageEnd e : rank) {
+    if (e.is_send()) continue;
+    const BodyMessage& m = msgs[e.msg()];
+    Sender& x = from[l.rank_of(m.stage)];
+    if (e.slot() != x.slot) {
+      x.before = std::max(x.before, x.in_slot);
+      x.slot = e.slot();
+      x.in_slot = -1;
     }
+    if (m.seq < x.before) return false;
+    x.in_slot = std::max(x.in_slot, m.seq);
   }
-
-  const std::vector<std::vector<End>>& ends_;
-  const int messages_;
-  std::vector<int> out_;  // per message: the gap after its send's batch, after its receive's batch
-  std::vector<Gap> gaps_;
-  std::vector<int> component_;
-  int num_components_ = 0;
-};
-
-void sort_ends(std::vector<End>& rank, const std::vector<Message>& msgs) {
-  // Within a batch: the send first, then receives in the order their
-  // messages were produced (which keeps each channel's FIFO order).
-  std::sort(rank.begin(), rank.end(), [&](const End& x, const End& y) {
-    if (x.slot != y.slot) return x.slot < y.slot;
-    const bool xs = is_send(x.action.type), ys = is_send(y.action.type);
-    if (xs != ys) return xs;
-    return msgs[x.msg].key < msgs[y.msg].key;
-  });
+  return true;
 }
 
 // FIFO repair; returns whether a receive moved.
-bool repair_fifo(std::vector<std::vector<End>>& ends, const std::vector<Message>& msgs, int pp) {
+bool repair_fifo(Ends& ends, const std::vector<BodyMessage>& msgs, const Layout& l) {
   bool moved = false;
-  for (int b = 0; b < pp; ++b) {
-    // Receives of each channel into b, in send order.
-    std::vector<std::vector<End*>> by_seq(pp);
-    for (End& e : ends[b]) {
-      if (!is_recv(e.action.type)) continue;
-      auto& v = by_seq[msgs[e.msg].sender];
-      if (static_cast<int>(v.size()) <= msgs[e.msg].seq) v.resize(msgs[e.msg].seq + 1, nullptr);
-      v[msgs[e.msg].seq] = &e;
+  // Receives of each channel into b, in send order.
+  std::vector<std::vector<MessageEnd*>> by_seq(l.pp);
+  for (int b = 0; b < l.pp; ++b) {
+    if (fifo_ordered(ends[b], msgs, l)) continue;  // nothing would move; the usual case
+    for (auto& v : by_seq) v.clear();
+    for (MessageEnd& e : ends[b]) {
+      if (e.is_send()) continue;
+      const BodyMessage& m = msgs[e.msg()];
+      auto& v = by_seq[l.rank_of(m.stage)];
+      if (static_cast<int>(v.size()) <= m.seq) v.resize(m.seq + 1, nullptr);
+      v[m.seq] = &e;
     }
     for (auto& v : by_seq) {
       int bound = -1;
       for (auto it = v.rbegin(); it != v.rend(); ++it) {
         if (!*it) continue;
-        if (bound >= 0 && (*it)->slot > bound) (*it)->slot = bound, moved = true;
-        bound = (*it)->slot;
+        if (bound >= 0 && (*it)->slot() > bound) (*it)->set_slot(bound), moved = true;
+        bound = (*it)->slot();
       }
     }
   }
@@ -254,34 +183,34 @@ bool repair_fifo(std::vector<std::vector<End>>& ends, const std::vector<Message>
 // a cycle moves up to the earliest earlier batch of its rank that holds a
 // message of the same cycle produced after it (moving to the latest such
 // batch also works, but needs more rounds for no shorter schedule).
-bool repair_cycles(std::vector<std::vector<End>>& ends, const std::vector<Message>& msgs) {
-  const Precedence graph(ends, static_cast<int>(msgs.size()));
+bool repair_cycles(Ends& ends, int num_messages) {
+  const CommCycles graph(ends, num_messages);
   if (graph.acyclic()) return false;
   bool moved = false;
   // Per component, the batches seen so far on this rank: slot and the
-  // largest key of the component up to and including that batch.
+  // latest-produced message of the component up to and including that batch.
   struct Seen {
     std::vector<int> slots;
-    std::vector<Key> prefix_max;
+    std::vector<int> prefix_max;
   };
   std::vector<Seen> seen(graph.num_components());
   for (auto& rank : ends) {
     for (Seen& x : seen) x.slots.clear(), x.prefix_max.clear();
-    for (End& e : rank) {
-      const int c = graph.component(e.msg);
+    for (MessageEnd& e : rank) {
+      const int c = graph.component(e.msg());
       if (c < 0) continue;
       Seen& x = seen[c];
-      const Key& key = msgs[e.msg].key;
-      if (is_recv(e.action.type)) {
+      const int key = e.msg();
+      if (!e.is_send()) {
         const auto it = std::upper_bound(x.prefix_max.begin(), x.prefix_max.end(), key);
-        if (it != x.prefix_max.end() && x.slots[it - x.prefix_max.begin()] < e.slot) {
-          e.slot = x.slots[it - x.prefix_max.begin()];
+        if (it != x.prefix_max.end() && x.slots[it - x.prefix_max.begin()] < e.slot()) {
+          e.set_slot(x.slots[it - x.prefix_max.begin()]);
           moved = true;
           continue;  // the next round sees it in its new batch
         }
       }
-      if (x.slots.empty() || x.slots.back() != e.slot) {
-        x.slots.push_back(e.slot);
+      if (x.slots.empty() || x.slots.back() != e.slot()) {
+        x.slots.push_back(e.slot());
         x.prefix_max.push_back(x.prefix_max.empty() ? key : std::max(x.prefix_max.back(), key));
       } else {
         x.prefix_max.back() = std::max(x.prefix_max.back(), key);
@@ -293,58 +222,105 @@ bool repair_cycles(std::vector<std::vector<End>>& ends, const std::vector<Messag
 
 }  // namespace
 
-std::vector<std::vector<Action>> insert_body_comms(const ScheduleOptions& o,
-                                                   std::vector<std::vector<Action>> compute) {
+BodyComms::BodyComms(const ScheduleOptions& o, std::vector<std::vector<Action>> order) : compute_(std::move(order)) {
+  const auto& compute = compute_;
   check_options(o);
   Layout l;
   l.pp = o.pp;
   l.stages = o.num_stages();
   l.micro_batches = o.micro_batches;
+  for (int st = 0; st < l.stages; ++st) l.stage_rank.push_back(st % l.pp);
   check_compute(l, compute);
   const std::vector<int> end = asap_end_times(l, compute);
 
-  // Natural placement of every message's two ends.
-  std::vector<Message> msgs;
-  std::vector<std::vector<End>> ends(l.pp);
-  std::vector<int> msg_of(l.num_ids(), -1);  // by producing compute
+  // Every message, numbered in production order: a counting sort by the
+  // producer's end time of the (rank, position) order, which is stable.
+  std::vector<int> msg_of(l.num_ids(), -1);  // by producing compute, its message
+  std::vector<int> by_end;                  // per end time, then its first message id
+  int num_messages = 0;
+  auto produces = [&](int r, const Action& c) {
+    const int to_stage = c.type == ActionType::FWD ? c.stage + 1 : c.stage - 1;
+    return to_stage >= 0 && to_stage < l.stages && l.rank_of(to_stage) != r;
+  };
+  for (int r = 0; r < l.pp; ++r)
+    for (const Action& c : compute[r]) {
+      if (!produces(r, c)) continue;
+      const int t = end[l.id(c.type, c.stage, c.micro)];
+      if (t >= static_cast<int>(by_end.size())) by_end.resize(t + 1, 0);
+      ++by_end[t];
+      ++num_messages;
+    }
+  for (int t = 0, next = 0; t < static_cast<int>(by_end.size()); ++t) next += std::exchange(by_end[t], next);
+  std::vector<BodyMessage>& msgs = msgs_;
+  msgs.resize(num_messages);
   std::vector<std::vector<int>> channel_count(l.pp, std::vector<int>(l.pp, 0));
   for (int r = 0; r < l.pp; ++r)
-    for (int i = 0; i < static_cast<int>(compute[r].size()); ++i) {
-      const Action& c = compute[r][i];
+    for (const Action& c : compute[r]) {
+      if (!produces(r, c)) continue;
       const bool fwd = c.type == ActionType::FWD;
-      const int to_stage = fwd ? c.stage + 1 : c.stage - 1;
-      if (to_stage < 0 || to_stage >= l.stages || l.rank_of(to_stage) == r) continue;
-      const int to = l.rank_of(to_stage);
       const int id = l.id(c.type, c.stage, c.micro);
-      msg_of[id] = static_cast<int>(msgs.size());
-      msgs.push_back({Key{end[id], r, i}, r, to, channel_count[r][to]++, -1});
-      ends[r].push_back({{fwd ? ActionType::SEND_F : ActionType::SEND_B, c.stage, c.micro, to}, msg_of[id], i + 1});
-    }
-  for (int r = 0; r < l.pp; ++r)
-    for (int i = 0; i < static_cast<int>(compute[r].size()); ++i) {
-      const Action& c = compute[r][i];
-      const bool fwd = c.type == ActionType::FWD;
-      const int from_stage = fwd ? c.stage - 1 : c.stage + 1;
-      if (from_stage < 0 || from_stage >= l.stages || l.rank_of(from_stage) == r) continue;
-      const int k = msg_of[l.id(c.type, from_stage, c.micro)];
-      ends[r].push_back({{fwd ? ActionType::RECV_F : ActionType::RECV_B, c.stage, c.micro, l.rank_of(from_stage)}, k, i});
+      const int k = by_end[end[id]]++;
+      msg_of[id] = k;
+      msgs[k] = {c.stage, c.micro, channel_count[r][l.rank_of(fwd ? c.stage + 1 : c.stage - 1)]++, fwd};
     }
 
-  for (bool moved = true; moved;) {
-    for (auto& rank : ends) sort_ends(rank, msgs);
-    moved = repair_fifo(ends, msgs, l.pp);
-    if (moved) continue;
-    moved = repair_cycles(ends, msgs);
+  // Natural placement: slot i holds the send of compute i - 1, then the
+  // receive compute i consumes; both at most one, so the lists start sorted.
+  Ends& ends = ends_;
+  ends.resize(l.pp);
+  for (int r = 0; r < l.pp; ++r) {
+    const int n = static_cast<int>(compute[r].size());
+    ends[r].reserve(2 * n);
+    for (int i = 0; i <= n; ++i) {
+      if (i > 0) {
+        const Action& p = compute[r][i - 1];
+        if (const int k = msg_of[l.id(p.type, p.stage, p.micro)]; k >= 0) ends[r].emplace_back(i, true, k);
+      }
+      if (i == n) break;
+      const Action& c = compute[r][i];
+      const int from_stage = c.type == ActionType::FWD ? c.stage - 1 : c.stage + 1;
+      if (from_stage < 0 || from_stage >= l.stages || l.rank_of(from_stage) == r) continue;
+      ends[r].emplace_back(i, false, msg_of[l.id(c.type, from_stage, c.micro)]);
+    }
   }
 
-  std::vector<std::vector<Action>> out(l.pp);
-  for (int r = 0; r < l.pp; ++r) {
-    size_t next = 0;
-    const int n = static_cast<int>(compute[r].size());
-    for (int i = 0; i <= n; ++i) {
-      for (; next < ends[r].size() && ends[r][next].slot == i; ++next) out[r].push_back(ends[r][next].action);
-      if (i < n) out[r].push_back(compute[r][i]);
-    }
+  for (bool moved = true; moved;) {
+    sort_ends(ends);
+    moved = repair_fifo(ends, msgs, l);
+    if (moved) continue;
+    moved = repair_cycles(ends, num_messages);
+  }
+  stage_rank_ = std::move(l.stage_rank);
+}
+
+// A send names the producer's stage and the receiver, a receive the
+// consumer's stage and the sender.
+Action BodyComms::action(MessageEnd e) const {
+  const BodyMessage& m = msgs_[e.msg()];
+  const int consumer = m.forward ? m.stage + 1 : m.stage - 1;
+  if (e.is_send())
+    return Action{m.forward ? ActionType::SEND_F : ActionType::SEND_B, m.stage, m.micro, stage_rank_[consumer]};
+  return Action{m.forward ? ActionType::RECV_F : ActionType::RECV_B, consumer, m.micro, stage_rank_[m.stage]};
+}
+
+void BodyComms::append(int r, std::vector<Action>& out) const {
+  const auto& compute = compute_[r];
+  const auto& ends = ends_[r];
+  const int n = static_cast<int>(compute.size());
+  size_t next = 0;
+  for (int i = 0; i <= n; ++i) {
+    for (; next < ends.size() && ends[next].slot() == i; ++next) out.push_back(action(ends[next]));
+    if (i < n) out.push_back(compute[i]);
+  }
+}
+
+std::vector<std::vector<Action>> insert_body_comms(const ScheduleOptions& o,
+                                                   std::vector<std::vector<Action>> compute) {
+  const BodyComms body(o, std::move(compute));
+  std::vector<std::vector<Action>> out(body.pp());
+  for (int r = 0; r < body.pp(); ++r) {
+    out[r].reserve(body.size(r));
+    body.append(r, out[r]);
   }
   return out;
 }

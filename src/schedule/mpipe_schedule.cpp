@@ -7,6 +7,7 @@
 //   suffix  owner-backward gradient transport, then the gradient all-reduce.
 // The prefix sends precede every body comm on both sides of each rank pair,
 // and the suffix follows them, so pairwise FIFO of the body carries over.
+#include "schedule/comm_insert.hpp"
 #include "schedule/generate.hpp"
 
 namespace hp::schedule {
@@ -22,7 +23,7 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
   check_options(o);
   ScheduleOptions body_opts = o;
   body_opts.kind = ScheduleKind::Interleaved;
-  const auto body = insert_body_comms(body_opts, body_compute_order(body_opts));
+  const BodyComms body(body_opts, body_compute_order(body_opts));
 
   const MPipeOptions& mp = o.mpipe;
   const int mb = o.micro_batches;
@@ -40,6 +41,9 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
   s.ranks.resize(o.pp);
   for (int r = 0; r < o.pp; ++r) {
     auto& out = s.ranks[r];
+    // At most: the broadcast, three prefix steps and two body steps per micro
+    // (rank 0), the suffix's one per micro and the reduce.
+    out.reserve(body.size(r) + 6 * static_cast<size_t>(mb) + 2);
     // Prefix.
     if (has_preprocess) out.push_back(mpipe(ActionType::MPIPE_PARAM_BROADCAST));
     if (r > 0) {
@@ -60,14 +64,21 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
         for (int m = 0; m < mb; ++m)
           if (owner(m) != 0) out.push_back(mpipe(ActionType::MPIPE_GRAPH_RECV, m, owner(m)));
     }
-    // Body.
-    for (const Action& a : body[r]) {
-      const bool stage0 = a.stage == 0;
-      if (stage0 && a.type == ActionType::FWD && inline_on_rank0(a.micro))
-        out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_FWD, a.micro));
-      out.push_back(a);
-      if (stage0 && a.type == ActionType::BWD && trainable && (!mp.owner_backward || owner(a.micro) == 0))
-        out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_BWD, a.micro));
+    // Body. Stage 0 runs on rank 0 only, so the other ranks take theirs as is.
+    if (r > 0) {
+      body.append(r, out);
+    } else {
+      std::vector<Action> rank0;
+      rank0.reserve(body.size(0));
+      body.append(0, rank0);
+      for (const Action& a : rank0) {
+        const bool stage0 = a.stage == 0;
+        if (stage0 && a.type == ActionType::FWD && inline_on_rank0(a.micro))
+          out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_FWD, a.micro));
+        out.push_back(a);
+        if (stage0 && a.type == ActionType::BWD && trainable && (!mp.owner_backward || owner(a.micro) == 0))
+          out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_BWD, a.micro));
+      }
     }
     // Owner-backward suffix.
     if (!mp.owner_backward || o.forward_only) continue;

@@ -7,7 +7,10 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include "schedule/p2p_channels.hpp"
 
 namespace hp::schedule {
 
@@ -22,8 +25,6 @@ std::string where(const Schedule& s, int rank, int pos) {
   return "rank " + std::to_string(rank) + " position " + std::to_string(pos) + " (" +
          format_action(s.ranks[rank][pos]) + ")";
 }
-
-bool is_comm(ActionType t) { return is_p2p(t) || is_collective(t); }
 
 [[noreturn]] void cannot_run(const std::string& why) {
   throw std::invalid_argument("schedule cannot run: " + why + " (validate() gives a full report)");
@@ -44,7 +45,7 @@ bool is_comm(ActionType t) { return is_p2p(t) || is_collective(t); }
 // before anything after it is posted), in validation too.
 class Simulator {
  public:
-  Simulator(const Schedule& s, const CostModel& c) : s_(s), c_(c), pp_(s.pp()) {}
+  Simulator(const Schedule& s, const CostModel& c) : s_(s), c_(c), pp_(s.pp()), channels_(s.pp()) {}
 
   SimulationReport run() {
     index();
@@ -71,16 +72,25 @@ class Simulator {
     double t = 0.0;
     int active = 0;              // forwards whose backward has not run
     int posted_end = 0;  // the sends and collectives before this position are posted
+    int collectives_joined = 0;  // collectives its posted batches joined
+    int collectives_done = 0;    // collectives it has run
   };
 
-  int rank_of_index(int gi) const {
-    return static_cast<int>(std::upper_bound(offset_.begin(), offset_.end(), gi) - offset_.begin()) - 1;
-  }
+  // Per channel (p2p_channels.hpp). Its k-th message is entry first + k of
+  // the flat per-message arrays: every send and receive finds its message by
+  // counting, so no per-action table is built.
+  struct Channel {
+    int first = 0;
+    int sends = 0, recvs = 0;
+    int posted = 0;    // sends posted
+    int recorded = 0;  // sends the sender's timeline shows
+    int received = 0;  // receives run
+  };
+
+  int channel(int from, int to) { return channels_.id(from, to); }
 
   void index() {
-    offset_.assign(pp_ + 1, 0);
     for (int r = 0; r < pp_; ++r) {
-      offset_[r + 1] = offset_[r] + static_cast<int>(s_.ranks[r].size());
       for (const Action& a : s_.ranks[r]) {
         if (is_mpipe(a.type)) has_mpipe_ = true;
         if (is_p2p(a.type) && (a.peer < 0 || a.peer >= pp_ || a.peer == r))
@@ -92,26 +102,57 @@ class Simulator {
         }
       }
     }
-    link_.assign(offset_[pp_], -1);
-    arrival_.assign(offset_[pp_], 0.0);
-    send_time_.assign(offset_[pp_], 0.0);
-    posted_.assign(offset_[pp_], 0);
   }
 
-  // FIFO per ordered pair of ranks, as in validation.
+  // FIFO per ordered pair of ranks, as in validation: every channel must have
+  // as many receives as sends, and its k-th receive must take its k-th send.
   void pair_p2p() {
-    struct Channel {
-      std::vector<int> sends, recvs;
+    for (int r = 0; r < pp_; ++r)
+      for (const Action& a : s_.ranks[r]) {
+        if (!is_p2p(a.type)) continue;
+        const bool send = is_send(a.type);
+        const int c = send ? channel(r, a.peer) : channel(a.peer, r);
+        if (c == static_cast<int>(chan_.size())) chan_.emplace_back();
+        ++(send ? chan_[c].sends : chan_[c].recvs);
+      }
+    int total = 0;
+    for (Channel& ch : chan_) {
+      if (ch.sends != ch.recvs) report_unpaired();
+      ch.first = total;
+      total += ch.sends;
+    }
+    send_type_.resize(total);
+    for (int r = 0; r < pp_; ++r)
+      for (const Action& a : s_.ranks[r])
+        if (is_send(a.type)) {
+          Channel& ch = chan_[channel(r, a.peer)];
+          send_type_[ch.first + ch.posted++] = a.type;
+        }
+    for (int r = 0; r < pp_; ++r)
+      for (const Action& a : s_.ranks[r])
+        if (is_recv(a.type)) {
+          Channel& ch = chan_[channel(a.peer, r)];
+          if (matching_p2p(send_type_[ch.first + ch.received++]) != a.type) report_unpaired();
+        }
+    for (Channel& ch : chan_) ch.posted = ch.received = 0;
+    send_time_.resize(total);
+  }
+
+  // The message for an unpaired or mismatched channel, as the simulator has
+  // always worded it (channels in hash order); only runs on a broken schedule.
+  [[noreturn]] void report_unpaired() const {
+    struct Pairing {
+      std::vector<std::pair<int, int>> sends, recvs;  // (rank, position), in program order
     };
-    std::unordered_map<std::uint64_t, Channel> channels;
+    std::unordered_map<std::uint64_t, Pairing> channels;
     for (int r = 0; r < pp_; ++r)
       for (int p = 0; p < static_cast<int>(s_.ranks[r].size()); ++p) {
         const Action& a = s_.ranks[r][p];
         if (!is_p2p(a.type)) continue;
         const bool send = is_send(a.type);
         const std::uint64_t from = send ? r : a.peer, to = send ? a.peer : r;
-        Channel& ch = channels[from * static_cast<std::uint64_t>(pp_) + to];
-        (send ? ch.sends : ch.recvs).push_back(offset_[r] + p);
+        Pairing& ch = channels[from * static_cast<std::uint64_t>(pp_) + to];
+        (send ? ch.sends : ch.recvs).push_back({r, p});
       }
     for (auto& [k, ch] : channels) {
       const int from = static_cast<int>(k / pp_), to = static_cast<int>(k % pp_);
@@ -119,24 +160,20 @@ class Simulator {
         cannot_run("rank " + std::to_string(from) + " posts " + std::to_string(ch.sends.size()) + " sends to rank " +
                    std::to_string(to) + ", which posts " + std::to_string(ch.recvs.size()) + " receives from it");
       for (size_t i = 0; i < ch.sends.size(); ++i) {
-        const int sp = ch.sends[i] - offset_[from], rp = ch.recvs[i] - offset_[to];
+        const int sp = ch.sends[i].second, rp = ch.recvs[i].second;
         if (matching_p2p(s_.ranks[from][sp].type) != s_.ranks[to][rp].type)
           cannot_run(where(s_, from, sp) + " meets " + where(s_, to, rp) + " in FIFO order");
-        link_[ch.sends[i]] = ch.recvs[i];
-        link_[ch.recvs[i]] = ch.sends[i];
       }
     }
+    throw std::logic_error("simulate: report_unpaired found every channel paired");
   }
 
   void pair_collectives() {
     std::vector<ActionType> ref;
     for (int r = 0; r < pp_; ++r) {
       std::vector<ActionType> mine;
-      for (int p = 0; p < static_cast<int>(s_.ranks[r].size()); ++p)
-        if (is_collective(s_.ranks[r][p].type)) {
-          link_[offset_[r] + p] = static_cast<int>(mine.size());
-          mine.push_back(s_.ranks[r][p].type);
-        }
+      for (const Action& a : s_.ranks[r])
+        if (is_collective(a.type)) mine.push_back(a.type);
       if (r == 0) ref = mine;
       if (mine != ref) cannot_run("rank " + std::to_string(r) + " posts different collectives from rank 0");
     }
@@ -144,8 +181,8 @@ class Simulator {
     coll_start_.assign(ref.size(), 0.0);
   }
 
-  double transfer(const Action& a) const {
-    const double bytes = a.type == ActionType::MPIPE_GRAPH_SEND ? c_.preprocess_input_bytes : c_.activation_bytes;
+  double transfer(ActionType send) const {
+    const double bytes = send == ActionType::MPIPE_GRAPH_SEND ? c_.preprocess_input_bytes : c_.activation_bytes;
     return c_.p2p_latency + (c_.p2p_bw > 0 ? bytes / c_.p2p_bw : 0.0);
   }
 
@@ -180,13 +217,19 @@ class Simulator {
     ++rank_[r].pc;
   }
 
-  void post(int r, int pos, double t) {
-    const int gi = offset_[r] + pos;
-    arrival_[gi] = t + transfer(s_.ranks[r][pos]);
-    send_time_[gi] = t;
-    posted_[gi] = 1;
-    const int other = link_[gi], q = rank_of_index(other);
-    if (waiting_on(q) == other) work_.push_back(q);
+  // Rank r posts its send a at time t; wakes the receiver when it is parked
+  // at this very message.
+  void post(int r, const Action& a, double t) {
+    const int c = channel(r, a.peer);
+    Channel& ch = chan_[c];
+    const int k = ch.posted++;
+    send_time_[ch.first + k] = t;
+    const int q = a.peer;
+    const int pc = rank_[q].pc;
+    if (ch.received == k && pc < static_cast<int>(s_.ranks[q].size())) {
+      const Action& w = s_.ranks[q][pc];
+      if (is_recv(w.type) && w.peer == r) work_.push_back(q);
+    }
   }
 
   // Rank r joins collective k at time t.
@@ -203,7 +246,6 @@ class Simulator {
     const int n = static_cast<int>(acts.size());
     while (st.pc < n) {
       const Action& a = acts[st.pc];
-      const int gi = offset_[r] + st.pc;
       const bool comm = is_comm(a.type);
       // A run of consecutive comms is posted as one batch (as the runtime and
       // validation do): its sends leave when the batch starts, even those
@@ -211,8 +253,8 @@ class Simulator {
       if (comm && st.pc >= st.posted_end) {
         int e = st.pc;
         for (; e < n && is_comm(acts[e].type); ++e) {
-          if (is_send(acts[e].type)) post(r, e, st.t);
-          if (is_collective(acts[e].type)) arrive(r, link_[offset_[r] + e], st.t);
+          if (is_send(acts[e].type)) post(r, acts[e], st.t);
+          if (is_collective(acts[e].type)) arrive(r, st.collectives_joined++, st.t);
           if (acts[e].type == ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD) {
             ++e;
             break;
@@ -222,20 +264,25 @@ class Simulator {
       }
       if (is_send(a.type)) {
         // A send takes no rank time; its entry shows when it was posted.
-        report_.ranks[r].timeline.push_back({a, send_time_[gi], send_time_[gi]});
+        Channel& ch = chan_[channel(r, a.peer)];
+        const double t = send_time_[ch.first + ch.recorded++];
+        report_.ranks[r].timeline.push_back({a, t, t});
         ++st.pc;
       } else if (is_recv(a.type)) {
-        const int other = link_[gi];
-        if (!posted_[other]) return;  // the send's poster wakes this rank
-        const double start = std::max(st.t, arrival_[other]);
+        Channel& ch = chan_[channel(a.peer, r)];
+        if (ch.received == ch.posted) return;  // the send's poster wakes this rank
+        const int k = ch.first + ch.received;
+        const double start = std::max(st.t, send_time_[k] + transfer(send_type_[k]));
+        ++ch.received;
         record(r, a, start, start + duration(a));
       } else if (is_collective(a.type)) {
-        const int k = link_[gi];
+        const int k = st.collectives_done;
         if (coll_arrived_[k] < pp_) return;  // the last rank to arrive wakes this one
         const double start = coll_start_[k], end = start + duration(a);
         report_.ranks[r].timeline.push_back({a, start, end});
         report_.ranks[r].busy += end - start;
         st.t = std::max(st.t, end);
+        ++st.collectives_done;
         ++st.pc;
       } else {
         if (a.type == ActionType::FWD) ++st.active;
@@ -246,13 +293,6 @@ class Simulator {
         record(r, a, st.t, st.t + duration(a));
       }
     }
-  }
-
-  // The global index of the receive rank q is parked at, or -1.
-  int waiting_on(int q) const {
-    const int pc = rank_[q].pc;
-    if (pc >= static_cast<int>(s_.ranks[q].size()) || !is_recv(s_.ranks[q][pc].type)) return -1;
-    return offset_[q] + pc;
   }
 
   [[noreturn]] void report_stuck() const {
@@ -282,11 +322,10 @@ class Simulator {
   const int pp_;
   bool has_mpipe_ = false;
   std::vector<char> received_;  // micro -> rank 0 received its preprocess output
-  std::vector<int> offset_;     // global index of (rank, position) = offset_[rank] + position
-  std::vector<int> link_;       // p2p: FIFO partner's global index; collective: sequence number
-  std::vector<double> arrival_;  // per posted send: when its data reaches the receiver
-  std::vector<double> send_time_;  // per posted send: when it was posted
-  std::vector<char> posted_;
+  ChannelIndex channels_;
+  std::vector<Channel> chan_;          // by channel id
+  std::vector<ActionType> send_type_;  // per message: its send's type (sets the transfer time)
+  std::vector<double> send_time_;      // per posted message: when it was sent
   std::vector<int> coll_arrived_;
   std::vector<double> coll_start_;
   std::vector<RankState> rank_;

@@ -209,13 +209,18 @@ class Validator {
 
   void check_coverage() {
     const int S = o_.num_stages();
+    // The cell is named only in a report: building the name for each of a
+    // million cells would cost more than the check.
+    auto cell = [](int st, int m) { return "stage " + std::to_string(st) + " micro " + std::to_string(m); };
     for (int st = 0; st < S; ++st)
       for (int m = 0; m < o_.micro_batches; ++m) {
-        const std::string cell = "stage " + std::to_string(st) + " micro " + std::to_string(m);
-        if (!find(ActionType::FWD, st, m)) add(rank_of_stage(st), -1, cell + " has no forward");
-        const auto b = find(ActionType::BWD, st, m);
-        if (!b && !o_.forward_only) add(rank_of_stage(st), -1, cell + " has no backward");
-        if (b && o_.forward_only) add_at(b->rank, b->pos, "a backward in a forward-only schedule");
+        if (index_.find(ActionType::FWD, st, m) < 0) add(rank_of_stage(st), -1, cell(st, m) + " has no forward");
+        const int b = index_.find(ActionType::BWD, st, m);
+        if (b < 0 && !o_.forward_only) add(rank_of_stage(st), -1, cell(st, m) + " has no backward");
+        if (b >= 0 && o_.forward_only) {
+          const Loc l = loc(b);
+          add_at(l.rank, l.pos, "a backward in a forward-only schedule");
+        }
       }
   }
 

@@ -234,6 +234,54 @@ TEST(SimulateTest, ThrowsOnDeadlock) {
   EXPECT_THROW(simulate(coll, uniform(1, 2)), std::invalid_argument);
 }
 
+std::string simulate_error(const Schedule& s) {
+  try {
+    simulate(s, uniform(1, 2));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SimulateTest, NamesAnUnpairedChannel) {
+  Schedule s = hand_1f1b(2, 2);
+  s.ranks[0].erase(std::find(s.ranks[0].begin(), s.ranks[0].end(), Action{ActionType::SEND_F, 0, 1, 1}));
+  EXPECT_EQ(simulate_error(s),
+            "schedule cannot run: rank 0 posts 1 sends to rank 1, which posts 2 receives from it "
+            "(validate() gives a full report)");
+}
+
+TEST(SimulateTest, NamesAFifoMismatch) {
+  // Rank 1 takes a gradient where rank 0's activation arrives.
+  Schedule s = hand_1f1b(2, 1);
+  s.ranks[1][0] = Action{ActionType::RECV_B, 1, 0, 0};
+  EXPECT_EQ(simulate_error(s),
+            "schedule cannot run: rank 0 position 1 (0SEND_F0@1) meets rank 1 position 0 (1RECV_B0@0) in FIFO order "
+            "(validate() gives a full report)");
+}
+
+TEST(SimulateTest, PairsEachChannelInOrder) {
+  // Three ranks, two chunks: every rank talks to both neighbours, and the
+  // wrap-around channels carry several messages each. A receive takes the
+  // send its channel delivers, whatever the order ranks run in.
+  const Schedule s = generate(opts(ScheduleKind::Interleaved, 3, 2, 5));
+  CostModel c = uniform(1, 2);
+  c.p2p_latency = 0.5;
+  const SimulationReport r = simulate(s, c);
+  for (int rank = 0; rank < 3; ++rank)
+    for (const TimedAction& t : r.ranks[rank].timeline) {
+      if (!is_recv(t.action.type)) continue;
+      // The matching send's entry on the peer: same message, posted at its start.
+      const Action& a = t.action;
+      const int from_stage = a.type == ActionType::RECV_F ? a.stage - 1 : a.stage + 1;
+      const Action send{matching_p2p(a.type), from_stage, a.micro, rank};
+      const auto& peer = r.ranks[a.peer].timeline;
+      const auto it = std::find_if(peer.begin(), peer.end(), [&](const TimedAction& x) { return x.action == send; });
+      ASSERT_NE(it, peer.end()) << format_action(send);
+      EXPECT_GE(t.start, it->start + 0.5) << format_action(a);
+    }
+}
+
 TEST(SimulateTest, BatchPostsItsSendsTogether) {
   // Rank 0 lists RECV_B0 before SEND_F0 in one batch: the send still leaves
   // when the batch starts, as it does under validation's model.

@@ -68,6 +68,43 @@ TEST(ValidateTest, RejectsMissingReceive) {
       << r.to_string();
 }
 
+TEST(ValidateTest, RejectsMissingForward) {
+  Schedule s = one_f_one_b(2, 2);
+  auto& r1 = s.ranks[1];
+  r1.erase(std::find(r1.begin(), r1.end(), Action{ActionType::FWD, 1, 1}));
+  const ValidationResult r = validate(s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_issue(r, "stage 1 micro 1 has no forward", 1, -1)) << r.to_string();
+  EXPECT_TRUE(has_issue(r, "1B1: needs 1F1 earlier on rank 1, but the schedule has none")) << r.to_string();
+}
+
+TEST(ValidateTest, RejectsUnmatchedSendAndReceiveNamingEachChannel) {
+  // Rank 0 sends micro 1's output a second time at the end; rank 1 never
+  // sends micro 1's gradient back. Each channel is reported once, in
+  // (sender, receiver) order.
+  Schedule s = one_f_one_b(3, 2);
+  s.ranks[0].push_back(Action{ActionType::SEND_F, 0, 1, 1});
+  auto& r1 = s.ranks[1];
+  r1.erase(std::find(r1.begin(), r1.end(), Action{ActionType::SEND_B, 1, 1, 0}));
+  const ValidationResult r = validate(s);
+  ASSERT_FALSE(r.ok());
+  const int extra_send = static_cast<int>(s.ranks[0].size()) - 1;
+  const int lone_recv = static_cast<int>(
+      std::find(s.ranks[0].begin(), s.ranks[0].end(), Action{ActionType::RECV_B, 0, 1, 1}) - s.ranks[0].begin());
+  EXPECT_TRUE(has_issue(r,
+                        "0SEND_F1@1: send #2 from rank 0 to rank 1 has no matching receive; rank 1 posts only 2 "
+                        "receives from rank 0",
+                        0, extra_send))
+      << r.to_string();
+  EXPECT_TRUE(has_issue(r,
+                        "0RECV_B1@1: receive #1 on rank 0 from rank 1 has no matching send; rank 1 posts only 1 "
+                        "sends to rank 0",
+                        0, lone_recv))
+      << r.to_string();
+  const std::string text = r.to_string();
+  EXPECT_LT(text.find("send #2 from rank 0"), text.find("receive #1 on rank 0")) << text;
+}
+
 TEST(ValidateTest, RejectsDuplicateForward) {
   Schedule s = one_f_one_b(2, 2);
   s.ranks[1].insert(s.ranks[1].begin() + 2, Action{ActionType::FWD, 1, 0});
