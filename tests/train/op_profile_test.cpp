@@ -1,13 +1,35 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/ThreadLocalState.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
 
 #include "train/op_profile.hpp"
 
 using hp::train::OpProfile;
 using hp::train::OpTime;
+
+namespace {
+
+OpTime find(const std::vector<OpTime>& ops, const std::string& name) {
+  auto it = std::find_if(ops.begin(), ops.end(), [&](const OpTime& t) { return t.name == name; });
+  return it == ops.end() ? OpTime{} : *it;
+}
+
+std::unique_ptr<at::RecordFunction> open_range(const char* name) {
+  auto range = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+  if (range->isActive()) range->before(name);
+  return range;
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+}  // namespace
 
 TEST(OpProfile, CountsEachOperatorsCallsAndItsTimeWithoutItsChildren) {
   const at::Tensor a = at::randn({64, 64}), b = at::randn({64, 64});
@@ -15,11 +37,7 @@ TEST(OpProfile, CountsEachOperatorsCallsAndItsTimeWithoutItsChildren) {
   for (int i = 0; i < 10; ++i) at::mm(a, b);
   for (int i = 0; i < 3; ++i) at::matmul(a, b);  // aten::matmul calls aten::mm
   const auto ops = profile.stop();
-  auto find = [&](const std::string& name) {
-    auto it = std::find_if(ops.begin(), ops.end(), [&](const OpTime& t) { return t.name == name; });
-    return it == ops.end() ? OpTime{} : *it;
-  };
-  const OpTime mm = find("aten::mm"), matmul = find("aten::matmul");
+  const OpTime mm = find(ops, "aten::mm"), matmul = find(ops, "aten::matmul");
   EXPECT_EQ(mm.calls, 13);
   EXPECT_EQ(matmul.calls, 3);
   EXPECT_GT(mm.self_us, 0);
@@ -30,4 +48,36 @@ TEST(OpProfile, CountsEachOperatorsCallsAndItsTimeWithoutItsChildren) {
   at::mm(a, b);
   OpProfile again;
   EXPECT_TRUE(again.stop().empty());
+}
+
+// c10d's gloo ranges end where the transfer completes: out of order, and on
+// another thread. Each range must still get its own start and end.
+TEST(OpProfile, PairsRangesThatEndOutOfOrderOrOnAnotherThread) {
+  OpProfile profile;
+  auto first = open_range("hp::first");
+  sleep_ms(2);
+  auto second = open_range("hp::second");
+  sleep_ms(2);
+  first.reset();  // ends before the range opened inside it
+  sleep_ms(100);
+  second.reset();
+  auto sent = open_range("hp::sent");
+  const at::Tensor a = at::randn({32, 32});
+  at::mm(a, a);
+  const at::ThreadLocalState state;
+  std::thread([&] {
+    at::ThreadLocalStateGuard guard(state);
+    sent.reset();
+  }).join();
+  const auto ops = profile.stop();
+  const OpTime f = find(ops, "hp::first"), s = find(ops, "hp::second"), sent_time = find(ops, "hp::sent");
+  EXPECT_EQ(f.calls, 1);
+  EXPECT_EQ(s.calls, 1);
+  EXPECT_EQ(sent_time.calls, 1);
+  EXPECT_GT(s.total_us, f.total_us);  // 102 ms against 4
+  EXPECT_GE(s.total_us, 100e3);
+  for (const OpTime& t : ops) {
+    EXPECT_GE(t.self_us, 0) << t.name;
+    EXPECT_LE(t.self_us, t.total_us) << t.name;
+  }
 }
