@@ -22,6 +22,7 @@ FlagNames schedule_flags(const std::string& pp_flag, const std::string& frozen_f
           {"schedule.mpipe.transpose_layers", "--transpose-layers"},
           {"schedule.mpipe.owner_backward", "--owner-backward"},
           {"schedule.mpipe.overflow", "--overflow"},
+          {"schedule.mpipe.body", "--mpipe-body"},
           {"schedule.mpipe.frozen_preprocess", frozen_flag}};
 }
 
@@ -121,6 +122,12 @@ schedule::Overflow overflow_from_flag(const std::string& value) {
   for (auto o : {schedule::Overflow::Full, schedule::Overflow::Min, schedule::Overflow::Auto})
     if (value == schedule::overflow_name(o)) return o;
   throw std::invalid_argument("--overflow " + value + ": allowed: full, min, auto");
+}
+
+schedule::ScheduleKind mpipe_body_from_flag(const std::string& value) {
+  for (auto k : {schedule::ScheduleKind::Interleaved, schedule::ScheduleKind::OneFOneB, schedule::ScheduleKind::GPipe})
+    if (value == schedule::kind_name(k)) return k;
+  throw std::invalid_argument("--mpipe-body " + value + ": allowed: interleaved, 1f1b, gpipe");
 }
 
 }  // namespace hp::cli

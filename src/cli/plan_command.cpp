@@ -27,6 +27,7 @@ struct PlanArgs {
   std::string schedule = "interleaved";
   schedule::ScheduleOptions opts;
   std::string overflow = "full";
+  std::string mpipe_body = "interleaved";
   bool compute_only = false;
   std::string format = "text";
   std::string from_csv;
@@ -98,7 +99,8 @@ schedule::Schedule build(PlanArgs& a) {
   if (!schedule::kind_from_name(a.schedule, &a.opts.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
                                 ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
-  if (a.vpp_flag->count() == 0) a.opts.vpp = schedule::default_vpp(a.opts.kind);
+  a.opts.mpipe.body = mpipe_body_from_flag(a.mpipe_body);
+  if (a.vpp_flag->count() == 0) a.opts.vpp = schedule::default_vpp(a.opts);
   a.opts.mpipe.overflow = overflow_from_flag(a.overflow);
   if (a.opts.mpipe.overflow == schedule::Overflow::Auto && a.opts.kind == schedule::ScheduleKind::MPipe) {
     const schedule::OwnerChoice c = schedule::choose_owners(a.opts, a.costs);
@@ -218,6 +220,9 @@ void add_plan_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--overflow", args->overflow,
                   "MPipe overflow: full, min, or auto (owners that minimise the step simulated with the --cost-* flags)")
+      ->capture_default_str();
+  cmd->add_option("--mpipe-body", args->mpipe_body,
+                  "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)")
       ->capture_default_str();
   cmd->add_flag("--owner-backward", o.mpipe.owner_backward, "MPipe: the owner of a micro runs its preprocess backward");
   cmd->add_flag("--frozen-preprocess", o.mpipe.frozen_preprocess, "MPipe: the preprocess has no trainable parameter");

@@ -30,6 +30,7 @@ struct TrainArgs {
   std::string schedule = "interleaved";
   std::string dtype = "float32";
   std::string overflow = "full";
+  std::string mpipe_body = "interleaved";
   std::string model_name = "gpt";
   std::string layers_per_stage;
   std::string fault;  // RANK:STEP:KIND
@@ -153,7 +154,8 @@ Job resolve(const TrainArgs& a, int world) {
                                 std::to_string(o.dp) + " does not divide the job's " + std::to_string(world) +
                                 " ranks (--nproc): the ranks are tp x cp x dp x pp; give --nproc a multiple of it");
   s.pp = world / (o.dp * tp * cp);
-  if (a.vpp_flag->count() == 0) s.vpp = schedule::default_vpp(s.kind);
+  s.mpipe.body = mpipe_body_from_flag(a.mpipe_body);
+  if (a.vpp_flag->count() == 0) s.vpp = schedule::default_vpp(s);
   s.mpipe.overflow = overflow_from_flag(a.overflow);
   if (s.mpipe.overflow == schedule::Overflow::Auto && s.kind == schedule::ScheduleKind::MPipe)
     choose_train_owners(a, s);
@@ -200,6 +202,8 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const auto& s = job.options.pipeline.schedule;
   if (!pg || pg->rank() == 0) {
     std::cout << "hyperpipe train: " << a.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
+    if (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.body != schedule::ScheduleKind::Interleaved)
+      std::cout << " body=" << schedule::kind_name(s.mpipe.body);
     if (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.overflow == schedule::Overflow::Auto)
       std::cout << " overflow=auto (owners " << schedule::format_owners(s.mpipe.owners) << ")";
     const comm::MeshShape mesh = job_mesh(job);
@@ -270,6 +274,9 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--transpose-layers", s.mpipe.transpose_layers, "MPipe T")->capture_default_str();
   cmd->add_option("--overflow", a->overflow,
                   "MPipe overflow: full, min, or auto (owners that minimise the simulated step)")
+      ->capture_default_str();
+  cmd->add_option("--mpipe-body", a->mpipe_body,
+                  "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)")
       ->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
   auto& v = a->vision;

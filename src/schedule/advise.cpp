@@ -39,7 +39,9 @@ double action_time(const SimulationReport& r, int rank, ActionType type) {
 
 std::string mpipe_name(const ScheduleOptions& o) {
   const auto& m = o.mpipe;
-  std::string n = "mpipe v=" + std::to_string(o.vpp) + " T=" + std::to_string(m.transpose_layers);
+  std::string n = m.body == ScheduleKind::Interleaved ? "mpipe v=" + std::to_string(o.vpp)
+                                                     : "mpipe body=" + std::string(kind_name(m.body));
+  n += " T=" + std::to_string(m.transpose_layers);
   if (o.micro_batches > o.nt()) n += m.overflow == Overflow::Min ? " min" : " full";
   if (m.owner_backward) n += " owner-backward";
   return n;
@@ -118,6 +120,10 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
       layouts.push_back(o);
     }
     o.kind = ScheduleKind::MPipe;
+    // One chunk per rank: MPipe also over 1F1B and GPipe, which hold fewer activations.
+    const std::vector<ScheduleKind> bodies =
+        v == 1 ? std::vector{ScheduleKind::Interleaved, ScheduleKind::OneFOneB, ScheduleKind::GPipe}
+               : std::vector{ScheduleKind::Interleaved};
     const int max_t = m.tower_layers > 0 ? m.tower_layers : m.layers / (v * pp) - 1;  // stage 0 keeps a body layer
     for (int t = 0; t <= max_t; ++t) {
       o.mpipe.transpose_layers = t;
@@ -127,7 +133,10 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
         for (bool owner_backward : {false, true}) {
           if (owner_backward && (t == 0 || m.frozen_preprocess)) continue;  // no preprocess backward to move
           o.mpipe.owner_backward = owner_backward;
-          layouts.push_back(o);
+          for (ScheduleKind body : bodies) {
+            o.mpipe.body = body;
+            layouts.push_back(o);
+          }
         }
       }
     }

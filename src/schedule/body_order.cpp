@@ -98,8 +98,12 @@ Order training_order(const ScheduleOptions& o) {
     case ScheduleKind::NoPipelining: return no_pipelining(o);
     case ScheduleKind::GPipe: return gpipe(o);
     case ScheduleKind::OneFOneB: return one_f_one_b(o);
-    case ScheduleKind::Interleaved:
-    case ScheduleKind::MPipe: return interleaved(o);
+    case ScheduleKind::Interleaved: return interleaved(o);
+    case ScheduleKind::MPipe: {
+      ScheduleOptions body = o;
+      body.kind = o.mpipe.body;
+      return training_order(body);
+    }
   }
   return {};
 }

@@ -38,6 +38,13 @@ void check_group_size(const ScheduleOptions& o) {
 
 void check_mpipe(const ScheduleOptions& o) {
   const MPipeOptions& m = o.mpipe;
+  if (m.body != ScheduleKind::Interleaved && m.body != ScheduleKind::OneFOneB && m.body != ScheduleKind::GPipe)
+    reject("schedule.mpipe.body must be interleaved, 1f1b or gpipe (the pipeline MPipe transposes around), got " +
+           std::string(kind_name(m.body)));
+  if (m.body != ScheduleKind::Interleaved && o.vpp != 1)
+    reject("schedule.mpipe.body " + std::string(kind_name(m.body)) +
+           " runs one chunk per rank: use schedule.vpp 1, or schedule.mpipe.body interleaved for schedule.vpp > 1 (got schedule.vpp " +
+           str(o.vpp) + ")");
   if (o.pp < 2)
     reject("MPipe Transpose needs schedule.pp >= 2: with one rank there is no idle warmup to transpose into (got schedule.pp " +
            str(o.pp) + ")");

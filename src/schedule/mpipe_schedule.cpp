@@ -1,6 +1,7 @@
 // generate_mpipe (declared in generate.hpp): spec section 4 and DESIGN.md
-// "Resolved points of the MPipe spec". The body is the interleaved schedule
-// with its comms, untouched; every MPIPE_* step is layered around it:
+// "Resolved points of the MPipe spec". The body is the schedule MPipeOptions::
+// body names (interleaved, as the spec builds it, 1F1B or GPipe) with its
+// comms, untouched; every MPIPE_* step is layered around it:
 //   prefix  broadcast, the owner's transposed forwards and their transport;
 //   body    rank 0 only: inline forwards of "min" overflow micros before
 //           FWD(0, m), MPIPE_TRANSPOSE_BWD(m) right after BWD(0, m);
@@ -22,7 +23,7 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
   o.kind = ScheduleKind::MPipe;
   check_options(o);
   ScheduleOptions body_opts = o;
-  body_opts.kind = ScheduleKind::Interleaved;
+  body_opts.kind = o.mpipe.body;
   const BodyComms body(body_opts, body_compute_order(body_opts));
 
   const MPipeOptions& mp = o.mpipe;

@@ -88,6 +88,7 @@ std::string title_line(const Schedule& s, const SimulationReport& r) {
   std::string out(kind_name(o.kind));
   out += " pp=" + std::to_string(s.pp()) + " v=" + std::to_string(o.vpp) + " mb=" + std::to_string(o.micro_batches);
   if (o.kind == ScheduleKind::MPipe) {
+    if (o.mpipe.body != ScheduleKind::Interleaved) out += " body=" + std::string(kind_name(o.mpipe.body));
     out += " T=" + std::to_string(o.mpipe.transpose_layers);
     out += std::string(" overflow=") + overflow_name(o.mpipe.overflow);
     if (o.mpipe.owner_backward) out += " owner-backward";

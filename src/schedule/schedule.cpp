@@ -20,8 +20,9 @@ std::string_view kind_name(ScheduleKind k) {
   return "?";
 }
 
-int default_vpp(ScheduleKind k) {
-  return k == ScheduleKind::Interleaved || k == ScheduleKind::MPipe ? 2 : 1;
+int default_vpp(const ScheduleOptions& o) {
+  const ScheduleKind k = o.kind == ScheduleKind::MPipe ? o.mpipe.body : o.kind;
+  return k == ScheduleKind::Interleaved ? 2 : 1;
 }
 
 bool kind_from_name(std::string_view name, ScheduleKind* out) {

@@ -14,10 +14,6 @@ enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe };
 std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
 bool kind_from_name(std::string_view name, ScheduleKind* out);
 
-// The chunks per rank a schedule runs when the user names none: 1 for
-// no-pipelining, GPipe and 1F1B; 2 for interleaved 1F1B and MPipe.
-int default_vpp(ScheduleKind k);
-
 // Owners of the micro-batches beyond the first round (spec section 2):
 // "full" round-robin, "min" rank 0 inline; "auto" an explicit owner per
 // micro-batch (MPipeOptions::owners), chosen by choose_owners (owner_search.hpp).
@@ -33,6 +29,10 @@ struct MPipeOptions {
   // prefix (as under full); -1, rank 0 transposes it inline right before
   // FWD(0, m) (as min does the overflow).
   std::vector<int> owners;
+  // The pipeline MPipe transposes around (spec section 4 builds it on
+  // interleaved 1F1B); OneFOneB or GPipe run one chunk per rank and keep
+  // fewer activations in flight: rank 0 warms up PP-1 deep, not 2(PP-1).
+  ScheduleKind body = ScheduleKind::Interleaved;
 };
 
 // Everything a generator needs. Defaults give a small valid interleaved run.
@@ -71,6 +71,10 @@ struct ScheduleOptions {
   // NT = min(PP, MB): micro-batches transposed in the first round.
   int nt() const { return pp < micro_batches ? pp : micro_batches; }
 };
+
+// The chunks per rank a schedule runs when the user names none: 2 for
+// interleaved 1F1B and MPipe over it; 1 for every other schedule and body.
+int default_vpp(const ScheduleOptions& o);
 
 struct Schedule {
   ScheduleOptions options;  // the layout; for a schedule read from CSV, inferred

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "schedule/generate.hpp"
+
 namespace hp::schedule {
 namespace {
 
@@ -151,6 +153,25 @@ Overflow infer_overflow(const Schedule& s, std::vector<int>* owners) {
   return Overflow::Auto;
 }
 
+// The body MPipe transposes around: the first of interleaved (the spec's),
+// 1F1B and GPipe whose compute order the schedule's FWDs and BWDs follow.
+// Where two bodies coincide (few micro-batches) either regenerates the same
+// schedule. One that follows none is read as interleaved, and validate() says
+// what is wrong with it.
+ScheduleKind infer_mpipe_body(const Schedule& s) {
+  if (s.options.vpp > 1) return ScheduleKind::Interleaved;
+  const Schedule compute = filter(s, [](ActionType t) { return t == ActionType::FWD || t == ActionType::BWD; });
+  for (ScheduleKind body : {ScheduleKind::Interleaved, ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
+    ScheduleOptions o = s.options;
+    o.kind = body;
+    try {
+      if (body_compute_order(o) == compute.ranks) return body;
+    } catch (const std::invalid_argument&) {
+    }
+  }
+  return ScheduleKind::Interleaved;
+}
+
 MPipeOptions infer_mpipe(const Schedule& s) {
   MPipeOptions m;
   const bool broadcast = any_of_type(s, ActionType::MPIPE_PARAM_BROADCAST);
@@ -165,6 +186,7 @@ MPipeOptions infer_mpipe(const Schedule& s) {
   m.owner_backward = grad;
   m.frozen_preprocess = broadcast && !transpose_bwd && !graph && !grad;
   m.overflow = infer_overflow(s, &m.owners);
+  m.body = infer_mpipe_body(s);
   return m;
 }
 

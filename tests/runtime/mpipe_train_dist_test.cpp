@@ -132,6 +132,19 @@ TEST(MPipeTrain, AutoOverflowOwnersFollowTheCurve) {
   EXPECT_NE(mpipe.out.find("overflow=auto (owners 0 1 0i 1 0 1 0)"), std::string::npos) << mpipe.out;
 }
 
+// Issue 13 part 6: MPipe around a 1F1B body (MB 3 over PP 2, min overflow);
+// --vpp is left to its default, which for this body is 1.
+TEST(MPipeTrain, OverA1F1BBodyFollowsTheCurve) {
+  std::vector<std::string> gpt = kGPT;
+  gpt.erase(gpt.begin() + 2, gpt.begin() + 4);  // --vpp 1
+  const std::vector<std::string> mb = {"--mb", "3", "--steps", "3"};
+  const auto mpipe = train(concat(concat(gpt, mb), {"--schedule", "mpipe", "--mpipe-body", "1f1b", "--transpose-layers",
+                                                    "1", "--overflow", "min"}), "body_1f1b");
+  const auto base = train(concat(concat(gpt, mb), {"--schedule", "1f1b"}), "body_1f1b_base");
+  expect_same_curve(mpipe, base, 3);
+  EXPECT_NE(mpipe.out.find("hyperpipe train: mpipe pp=2 vpp=1 mb=3 body=1f1b"), std::string::npos) << mpipe.out;
+}
+
 TEST(MPipeTrain, TransposingOnlyTheDataLoadBroadcastsNothing) {
   const auto r = train(concat(kGPT, {"--schedule", "mpipe", "--transpose-layers", "0", "--steps", "2"}), "t0");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -177,6 +190,9 @@ TEST(MPipeTrain, BadInputFailsWithOneLineBeforeAnyRankStarts) {
                   "--transpose-layers counts vision tower blocks for a VL model: 0 <= T <= --vision-layers 2");
   expect_rejected({"--schedule", "mpipe", "--model", "vl", "--freeze-vision", "--owner-backward", "--vocab", "17"},
                   "--owner-backward needs a trainable preprocess");
+  expect_rejected({"--schedule", "mpipe", "--mpipe-body", "gpipe", "--vpp", "2", "--layers", "8"},
+                  "--mpipe-body gpipe runs one chunk per rank: use --vpp 1, or --mpipe-body interleaved for --vpp > 1 (got --vpp 2)");
+  expect_rejected({"--schedule", "mpipe", "--mpipe-body", "zigzag"}, "--mpipe-body zigzag: allowed: interleaved, 1f1b, gpipe");
 }
 
 // torchrun-style ranks that were given different flags: rank 1 builds a

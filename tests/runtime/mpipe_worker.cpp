@@ -45,6 +45,7 @@ struct Case {
   bool owner = false, tie = false, frozen = false;  // the fifth field: TIE for GPT, FROZEN for VL
   int accum = 1;
   bool varlen = false;  // micro-batches of different lengths, shapes sent with meta
+  std::string body = "interleaved";  // the pipeline MPipe transposes around
   std::string text;
 };
 
@@ -63,6 +64,7 @@ Case parse_case(const std::string& s, bool vl) {
   (vl ? c.frozen : c.tie) = f[4] == "1";
   c.accum = std::stoi(f[5]);
   c.varlen = f.size() > 6 && f[6] == "1";
+  if (f.size() > 7) c.body = f[7];
   return c;
 }
 
@@ -90,6 +92,7 @@ Setup options(const Case& c, int pp, int vpp, schedule::ScheduleKind kind, bool 
   o.schedule.mpipe.transpose_layers = c.t;
   o.schedule.mpipe.overflow = c.overflow == "min" ? schedule::Overflow::Min : schedule::Overflow::Full;
   o.schedule.mpipe.owner_backward = c.owner;
+  if (!schedule::kind_from_name(c.body, &o.schedule.mpipe.body)) throw std::invalid_argument("bad body " + c.body);
   o.executor.variable_seq_len = c.varlen;
   o.executor.pseudo_deallocate = c.varlen;
   auto& g = s.model.text;

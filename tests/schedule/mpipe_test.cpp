@@ -7,6 +7,8 @@
 
 #include "hand_schedules.hpp"
 #include "schedule/generate.hpp"
+#include "schedule/schedule_io.hpp"
+#include "schedule/simulate.hpp"
 #include "schedule/validate.hpp"
 
 namespace hp::schedule {
@@ -28,8 +30,9 @@ ScheduleOptions mpipe_opts(int pp, int vpp, int mb) {
   return o;
 }
 
+// The schedule MPipe transposes around, generated on its own.
 std::vector<std::vector<Action>> plain_body(ScheduleOptions o) {
-  o.kind = ScheduleKind::Interleaved;
+  o.kind = o.mpipe.body;
   return generate(o).ranks;
 }
 
@@ -255,50 +258,89 @@ TEST(MPipeOptions, RejectsBadInputNamingTheFlag) {
   EXPECT_THROW(generate_mpipe(o), std::invalid_argument);
 }
 
-// Every valid option combination over PP 2..8, v 1..4, MB 1..32: the schedule
-// validates, stripping MPIPE_* leaves the plain interleaved body exactly, and
-// each MPipe step appears as often as the layout says.
+// Every valid option combination over PP 2..8, v 1..4, MB 1..32, and at v 1
+// every body: the schedule validates, stripping MPIPE_* leaves the plain body
+// exactly, and each MPipe step appears as often as the layout says.
 TEST(MPipeGrid, InvariantAndValidity) {
   int checked = 0;
   for (int pp = 2; pp <= 8; ++pp)
     for (int v = 1; v <= 4; ++v)
-      for (int mb = 1; mb <= 32; ++mb) {
-        const auto body = plain_body(mpipe_opts(pp, v, mb));
-        for (int t = 0; t <= 2; ++t)
-          for (Overflow overflow : {Overflow::Full, Overflow::Min})
-            for (bool owner_backward : {false, true})
-              for (bool frozen : {false, true}) {
-                auto o = mpipe_opts(pp, v, mb);
-                o.mpipe = {t, overflow, owner_backward, frozen, {}};
-                if (!rejection(o).empty()) continue;
-                const Schedule s = generate_mpipe(o);
-                const std::string where = "pp " + std::to_string(pp) + " v " + std::to_string(v) + " mb " +
-                                          std::to_string(mb) + " T " + std::to_string(t) +
-                                          (overflow == Overflow::Min ? " min" : " full") +
-                                          (owner_backward ? " owner-backward" : "") + (frozen ? " frozen" : "");
-                const auto res = validate(s);
-                ASSERT_TRUE(res.ok()) << where << "\n" << res.to_string();
-                ASSERT_EQ(filter(s, not_mpipe).ranks, body) << where;
+      for (int mb = 1; mb <= 32; ++mb)
+        for (ScheduleKind body_kind : {ScheduleKind::Interleaved, ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
+          if (v > 1 && body_kind != ScheduleKind::Interleaved) continue;
+          auto layout = mpipe_opts(pp, v, mb);
+          layout.mpipe.body = body_kind;
+          const auto body = plain_body(layout);
+          for (int t = 0; t <= 2; ++t)
+            for (Overflow overflow : {Overflow::Full, Overflow::Min})
+              for (bool owner_backward : {false, true})
+                for (bool frozen : {false, true}) {
+                  auto o = layout;
+                  o.mpipe = {t, overflow, owner_backward, frozen, {}, body_kind};
+                  if (!rejection(o).empty()) continue;
+                  const Schedule s = generate_mpipe(o);
+                  const std::string where = std::string(kind_name(body_kind)) + " body, pp " + std::to_string(pp) +
+                                            " v " + std::to_string(v) + " mb " + std::to_string(mb) + " T " +
+                                            std::to_string(t) +
+                                            (overflow == Overflow::Min ? " min" : " full") +
+                                            (owner_backward ? " owner-backward" : "") + (frozen ? " frozen" : "");
+                  const auto res = validate(s);
+                  ASSERT_TRUE(res.ok()) << where << "\n" << res.to_string();
+                  ASSERT_EQ(filter(s, not_mpipe).ranks, body) << where;
 
-                int elsewhere = 0, at_rank0 = 0;
-                for (int m = 0; m < mb; ++m) (mpipe_owner(o, m) == 0 ? at_rank0 : elsewhere)++;
-                const bool trainable = t > 0 && !frozen;
-                const bool ship_graph = trainable && !owner_backward;
-                ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_FWD), mb) << where;
-                ASSERT_EQ(count(s, ActionType::MPIPE_FWD_SEND), elsewhere) << where;
-                ASSERT_EQ(count(s, ActionType::MPIPE_PARAM_BROADCAST), t > 0 ? pp : 0) << where;
-                ASSERT_EQ(count(s, ActionType::MPIPE_GRAPH_RECV), ship_graph ? elsewhere : 0) << where;
-                ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_BWD),
-                          !trainable ? 0 : owner_backward ? at_rank0 : mb)
-                    << where;
-                ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_SEND), owner_backward ? elsewhere : 0) << where;
-                ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_REDUCE), owner_backward ? pp : 0) << where;
-                ++checked;
-              }
-      }
+                  int elsewhere = 0, at_rank0 = 0;
+                  for (int m = 0; m < mb; ++m) (mpipe_owner(o, m) == 0 ? at_rank0 : elsewhere)++;
+                  const bool trainable = t > 0 && !frozen;
+                  const bool ship_graph = trainable && !owner_backward;
+                  ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_FWD), mb) << where;
+                  ASSERT_EQ(count(s, ActionType::MPIPE_FWD_SEND), elsewhere) << where;
+                  ASSERT_EQ(count(s, ActionType::MPIPE_PARAM_BROADCAST), t > 0 ? pp : 0) << where;
+                  ASSERT_EQ(count(s, ActionType::MPIPE_GRAPH_RECV), ship_graph ? elsewhere : 0) << where;
+                  ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_BWD),
+                            !trainable ? 0 : owner_backward ? at_rank0 : mb)
+                      << where;
+                  ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_SEND), owner_backward ? elsewhere : 0) << where;
+                  ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_REDUCE), owner_backward ? pp : 0) << where;
+                  ++checked;
+                }
+        }
   // Per layout: T=0 with full/min x frozen or not (4), T=1 and T=2 with
-  // full/min x (trainable, frozen, owner-backward) (6 each).
-  EXPECT_EQ(checked, 7 * 4 * 32 * 16);
+  // full/min x (trainable, frozen, owner-backward) (6 each); v 1 has three bodies.
+  EXPECT_EQ(checked, 7 * (3 + 3) * 32 * 16);
+}
+
+// Issue 13 part 6: the spec's interleaved body at v 1 warms rank 0 up
+// 2(PP-1) deep; over 1F1B MPipe keeps 1F1B's PP in flight, over GPipe all MB.
+TEST(MPipeBodies, RankZeroHoldsWhatItsBodyHolds) {
+  for (auto [body, held] : {std::pair{ScheduleKind::Interleaved, 7}, {ScheduleKind::OneFOneB, 4},
+                            {ScheduleKind::GPipe, 8}}) {
+    auto o = mpipe_opts(4, 1, 8);
+    o.mpipe.body = body;
+    const Schedule s = generate(o);
+    expect_valid(s);
+    EXPECT_EQ(filter(s, not_mpipe).ranks, plain_body(o)) << kind_name(body);
+    EXPECT_EQ(simulate(s, CostModel{}).ranks[0].peak_activations, held) << kind_name(body);
+    // The body is read back from the actions.
+    const Schedule back = from_csv(to_csv(s));
+    EXPECT_EQ(back.options.mpipe.body, body) << kind_name(body);
+    EXPECT_EQ(generate(back.options).ranks, s.ranks) << kind_name(body);
+  }
+}
+
+TEST(MPipeBodies, OneChunkBodiesRefuseChunksAndOnlyPipelinesAreBodies) {
+  auto o = mpipe_opts(4, 2, 8);
+  o.mpipe.body = ScheduleKind::OneFOneB;
+  EXPECT_EQ(rejection(o),
+            "schedule.mpipe.body 1f1b runs one chunk per rank: use schedule.vpp 1, or schedule.mpipe.body "
+            "interleaved for schedule.vpp > 1 (got schedule.vpp 2)");
+  o.vpp = 1;
+  EXPECT_EQ(rejection(o), "");
+  o.mpipe.body = ScheduleKind::NoPipelining;
+  EXPECT_EQ(rejection(o),
+            "schedule.mpipe.body must be interleaved, 1f1b or gpipe (the pipeline MPipe transposes around), got "
+            "no-pipelining");
+  o.mpipe.body = ScheduleKind::MPipe;
+  EXPECT_NE(rejection(o).find("got mpipe"), std::string::npos);
 }
 
 }  // namespace
