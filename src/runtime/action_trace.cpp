@@ -8,8 +8,10 @@ namespace hp::runtime {
 
 std::string trace_events_json(const std::vector<TraceEvent>& events) {
   nlohmann::json a = nlohmann::json::array();
+  // Action{} marks an event outside any action (a FWD always has a micro);
+  // MPIPE_PARAM_BROADCAST and MPIPE_GRAD_REDUCE have none either, and are actions.
   for (const TraceEvent& e : events)
-    a.push_back({e.name, e.category, e.action.micro < 0 ? "" : schedule::format_action(e.action), e.start_us,
+    a.push_back({e.name, e.category, e.action == schedule::Action{} ? "" : schedule::format_action(e.action), e.start_us,
                  e.end_us, e.bytes, e.waited_us, e.ready_us});
   return a.dump();
 }

@@ -14,9 +14,13 @@ TEST(ActionTrace, EventsRoundTripThroughJson) {
   t.add({"wait Activation(stage 1, micro 3)", "wait", f, a + 1, a + 2, 4096});
   t.add({"send", "post", s, a + 11, a + 12, 4096});
   t.add({"gradient and loss reductions", "wait", schedule::Action{}, a + 13, a + 14, 0});
+  // Actions without a micro-batch stay themselves (read back as FWD, a broadcast
+  // once passed for a zero-length forward of stage 0 and halved its measured cost).
+  t.add({"0MPIPE_PARAM_BROADCAST", "compute", {schedule::ActionType::MPIPE_PARAM_BROADCAST, 0, -1, -1}, a + 15, a + 16, 0});
+  t.add({"0MPIPE_GRAD_REDUCE", "compute", {schedule::ActionType::MPIPE_GRAD_REDUCE, 0, -1, -1}, a + 17, a + 18, 0});
   const auto back = trace_events_from_json(trace_events_json(t.events()));
-  ASSERT_EQ(back.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) {
+  ASSERT_EQ(back.size(), 6u);
+  for (size_t i = 0; i < back.size(); ++i) {
     EXPECT_EQ(back[i].name, t.events()[i].name);
     EXPECT_EQ(back[i].category, t.events()[i].category);
     EXPECT_EQ(back[i].action, t.events()[i].action);
