@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -34,7 +36,11 @@ namespace memory = runtime::tensor_memory;
 struct BenchArgs {
   JobOptions job;
   std::string schedules = "gpipe,1f1b,interleaved";
-  int vpp = 2;  // for interleaved
+  int vpp = 2;  // for interleaved, and MPipe over it
+  int transpose_layers = 1;  // MPipe's T
+  std::string overflow = "full";
+  bool owner_backward = false;
+  std::string layers_per_stage;  // "" = even
   int mb = 8;
   int micro_batch_size = 2;
   int seq_len = 32;
@@ -66,17 +72,33 @@ model::GPTStagesOptions gpt_options(const BenchArgs& a) {
   g.config.max_seq_len = a.seq_len;
   g.micro_batch_rows = a.micro_batch_size;
   g.seq_len = a.seq_len;
+  if (!a.layers_per_stage.empty()) g.layers_per_stage = layer_counts_from_flag(a.layers_per_stage);
   return g;
 }
 
+// A --schedules entry: a schedule's name, or "mpipe/BODY" for MPipe around
+// another body than the interleaved one ("mpipe").
 runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string& name, int world) {
   runtime::PipelineOptions o;
-  if (!schedule::kind_from_name(name, &o.schedule.kind))
-    throw std::invalid_argument("--schedules: unknown schedule '" + name + "'; allowed: gpipe, 1f1b, interleaved, no-pipelining");
-  if (o.schedule.kind == schedule::ScheduleKind::MPipe)
-    throw std::invalid_argument("--schedules: mpipe is benchmarked through `hyperpipe train --schedule mpipe --metrics`");
-  o.schedule.pp = world;
-  o.schedule.vpp = o.schedule.kind == schedule::ScheduleKind::Interleaved ? a.vpp : 1;
+  auto& s = o.schedule;
+  const auto slash = name.find('/');
+  const std::string kind = name.substr(0, slash), body = slash == std::string::npos ? "" : name.substr(slash + 1);
+  if (!schedule::kind_from_name(kind, &s.kind) ||
+      (!body.empty() && (s.kind != schedule::ScheduleKind::MPipe || !schedule::kind_from_name(body, &s.mpipe.body))))
+    throw std::invalid_argument("--schedules: unknown schedule '" + name +
+                                "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, mpipe (around interleaved), "
+                                "mpipe/1f1b, mpipe/gpipe");
+  if (s.kind == schedule::ScheduleKind::MPipe) {
+    s.mpipe.transpose_layers = a.transpose_layers;
+    s.mpipe.overflow = overflow_from_flag(a.overflow);
+    s.mpipe.owner_backward = a.owner_backward;
+    if (s.mpipe.overflow == schedule::Overflow::Auto)
+      throw std::invalid_argument("--overflow auto is chosen by plan and train; bench takes full or min");
+  }
+  const bool chunked = s.kind == schedule::ScheduleKind::Interleaved ||
+                       (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.body == schedule::ScheduleKind::Interleaved);
+  s.pp = world;
+  s.vpp = chunked ? a.vpp : 1;
   o.schedule.micro_batches = a.mb;
   o.executor.pseudo_deallocate = a.pseudo_deallocate;
   runtime::validate_pipeline_options(o);
@@ -84,30 +106,53 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   return o;
 }
 
+// Forward then backward of what `forward` returns (seeded with ones unless it
+// is a loss; none for a frozen preprocess), in ms.
+std::pair<double, double> time_forward_backward(const std::function<at::Tensor()>& forward) {
+  auto t0 = Clock::now();
+  at::Tensor root = forward();
+  const double tf = ms_since(t0);
+  t0 = Clock::now();
+  if (root.requires_grad()) {
+    if (root.dim() == 0)
+      torch::autograd::backward({root});
+    else
+      torch::autograd::backward({root}, {at::ones_like(root)});
+  }
+  return {tf, ms_since(t0)};
+}
+
 // Forward and backward time of each of this rank's stages on one micro-batch,
-// as per-stage costs for the simulator (summed over ranks: each fills its own).
+// as per-stage costs for the simulator, then MPipe's preprocess forward and
+// backward (summed over ranks: each fills its own). Under MPipe stage 0 starts
+// from the preprocess output.
 std::vector<double> calibrate(const runtime::RankModel& model, const runtime::MicroBatch& micro, int stages,
                               int reps) {
-  std::vector<double> cost(2 * stages, 0.0);
+  std::vector<double> cost(2 * stages + 2, 0.0);
+  const bool has_stage0 = std::any_of(model.stages.begin(), model.stages.end(), [](const auto& st) { return st.index == 0; });
+  if (model.preprocess && has_stage0) {
+    for (int r = 0; r < reps + 1; ++r) {
+      const auto [f, b] = time_forward_backward([&] { return model.preprocess->forward(micro.input); });
+      if (r > 0) cost[2 * stages] += f / reps, cost[2 * stages + 1] += b / reps;
+    }
+  }
   for (const auto& st : model.stages) {
     const bool last = st.index == stages - 1;
     at::Tensor input = micro.input;
+    if (st.index == 0 && model.preprocess) {
+      at::NoGradGuard no_grad;
+      input = model.preprocess->forward(micro.input).requires_grad_(true);
+    }
     if (st.index > 0) {
       const runtime::TensorSpec spec = model.output_spec(st.index - 1, 0);
       input = at::randn(spec.shape, at::TensorOptions().dtype(spec.dtype)).requires_grad_(true);
     }
     double f = 0, b = 0;
     for (int r = 0; r < reps + 1; ++r) {
-      auto t0 = Clock::now();
-      at::Tensor out = st.forward(input, micro);
-      at::Tensor root = last ? model.loss(out, micro.target) : out;
-      const double tf = ms_since(t0);
-      t0 = Clock::now();
-      if (last)
-        torch::autograd::backward({root});
-      else
-        torch::autograd::backward({root}, {at::ones_like(root)});
-      const double tb = ms_since(t0);
+      const auto [tf, tb] = time_forward_backward([&] {
+        at::Tensor out = st.forward(input, micro);
+        return last ? model.loss(out, micro.target) : out;
+      });
       if (r > 0) f += tf, b += tb;  // the first run warms caches and allocators
     }
     cost[2 * st.index] = f / reps;
@@ -204,13 +249,27 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     const double measured = ms_since(t0) / a.steps;
     std::vector<double> peaks;
     for (const auto& row : comm::all_gather_rows(pg, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
-    auto cost = calibrate(model, micros[0], p.options().schedule.num_stages(), 3);
+    const int stages = p.options().schedule.num_stages();
+    auto cost = calibrate(model, micros[0], stages, 3);
     p.zero_grad();
     at::Tensor t = at::tensor(cost, at::kDouble);
     if (pg) pg->all_reduce(t);
     schedule::CostModel cm;
-    for (int s = 0; s < p.options().schedule.num_stages(); ++s)
+    for (int s = 0; s < stages; ++s)
       cm.per_stage[s] = schedule::StageCost{t[2 * s].item<double>(), t[2 * s + 1].item<double>()};
+    cm.pre_f = t[2 * stages].item<double>();
+    cm.pre_b = t[2 * stages + 1].item<double>();
+    if (model.preprocess && pg) {
+      // MPIPE_PARAM_BROADCAST's bandwidth, from copies of the preprocess parameters.
+      std::vector<at::Tensor> copies;
+      for (const auto& [name, w] : model.preprocess->parameters) copies.push_back(w.detach().clone());
+      for (const auto& c : copies) cm.broadcast_bytes += static_cast<double>(c.nbytes());
+      pg->broadcast(copies, 0);
+      pg->barrier();
+      const auto t0 = Clock::now();
+      pg->broadcast(copies, 0);
+      cm.broadcast_bw = cm.broadcast_bytes / std::max(ms_since(t0), 1e-3);
+    }
     const auto sim = schedule::simulate(schedule::generate(p.options().schedule), cm);
     nlohmann::json overhead;
     if (a.overhead) overhead = comm::all_gather_rows(pg, overhead_breakdown(p, micros, pg));
@@ -224,24 +283,38 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
                        {"simulated_ms", sim.step_time},
                        {"simulated_bubble", sim.bubble_fraction},
                        {"peak_bytes", peaks},
+                       {"transpose_layers", p.options().schedule.transposed_layers()},
+                       {"preprocess_ms", {cm.pre_f, cm.pre_b}},
                        {"overhead_ms", overhead}});
   }
   const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg) : std::vector<CommBenchRow>{};
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
-  std::cout << std::left << std::setw(14) << "schedule" << std::right << std::setw(13) << "measured ms"
+  std::cout << std::left << std::setw(16) << "schedule" << std::right << std::setw(13) << "measured ms"
             << std::setw(14) << "simulated ms" << std::setw(12) << "meas/sim" << std::setw(16) << "meas vs first"
             << std::setw(15) << "sim vs first" << "  peak MiB by rank\n";
   for (auto& r : results) {
     const double m = r["measured_ms"], s = r["simulated_ms"];
     r["measured_over_simulated"] = m / s;
-    std::cout << std::left << std::setw(14) << (r["schedule"].get<std::string>() + " v" + std::to_string(r["vpp"].get<int>()))
+    std::cout << std::left << std::setw(16) << (r["schedule"].get<std::string>() + " v" + std::to_string(r["vpp"].get<int>()))
               << std::right << std::fixed << std::setprecision(2) << std::setw(13) << m << std::setw(14) << s
               << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0 << "  ";
     std::ostringstream peaks;
     peaks << std::fixed << std::setprecision(2);
     for (const auto& b : r["peak_bytes"]) peaks << (peaks.tellp() > 0 ? "/" : "") << b.get<double>() / (1 << 20);
     std::cout << peaks.str() << "\n";
+  }
+  if (results.size() > 1) {
+    // Whether the simulator, given the calibrated costs, picks the schedule that measured fastest.
+    auto fastest = [&](const char* key) {
+      const auto it = std::min_element(results.begin(), results.end(), [&](const auto& x, const auto& y) {
+        return x[key].template get<double>() < y[key].template get<double>();
+      });
+      return (*it)["schedule"].get<std::string>() + " v" + std::to_string((*it)["vpp"].get<int>());
+    };
+    const std::string measured = fastest("measured_ms"), simulated = fastest("simulated_ms");
+    std::cout << "fastest: measured " << measured << ", simulated " << simulated
+              << (measured == simulated ? " (the simulator picks the measured winner)" : " (they differ)") << "\n";
   }
   if (a.overhead) {
     std::cout << "\nwhere one step went, ms (compute without waits | waits: for received data, the last sends, the"
@@ -275,8 +348,17 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("bench", "Step time of schedules side by side, measured and simulated");
   auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages; default 4)");
 
-  cmd->add_option("--schedules", a->schedules, "comma-separated schedules")->capture_default_str();
-  cmd->add_option("--vpp", a->vpp, "chunks per rank for interleaved")->capture_default_str();
+  cmd->add_option("--schedules", a->schedules,
+                  "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, mpipe (around interleaved), "
+                  "mpipe/1f1b, mpipe/gpipe")
+      ->capture_default_str();
+  cmd->add_option("--vpp", a->vpp, "chunks per rank for interleaved and mpipe")->capture_default_str();
+  cmd->add_option("--transpose-layers", a->transpose_layers, "MPipe T: layers of stage 0 transposed")->capture_default_str();
+  cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
+  cmd->add_flag("--owner-backward", a->owner_backward, "MPipe: owners run the preprocess backward");
+  cmd->add_option("--layers-per-stage", a->layers_per_stage,
+                  "explicit layer counts per global stage, e.g. 5,1,1,1 (the same for every schedule: give --vpp 1 "
+                  "or counts for the chunked ones)");
   cmd->add_option("--mb", a->mb, "micro-batches per step")->capture_default_str();
   cmd->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch")->capture_default_str();
   cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->capture_default_str();

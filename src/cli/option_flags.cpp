@@ -1,6 +1,7 @@
 #include "cli/option_flags.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 namespace hp::cli {
@@ -122,6 +123,23 @@ schedule::Overflow overflow_from_flag(const std::string& value) {
   for (auto o : {schedule::Overflow::Full, schedule::Overflow::Min, schedule::Overflow::Auto})
     if (value == schedule::overflow_name(o)) return o;
   throw std::invalid_argument("--overflow " + value + ": allowed: full, min, auto");
+}
+
+std::vector<int> layer_counts_from_flag(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string cell;
+  while (std::getline(in, cell, ',')) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stoi(cell, &used));
+      if (used != cell.size()) throw std::invalid_argument(cell);
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--layers-per-stage '" + text +
+                                  "': expected comma-separated layer counts per global stage, e.g. 2,2,1,3");
+    }
+  }
+  return out;
 }
 
 schedule::ScheduleKind mpipe_body_from_flag(const std::string& value) {

@@ -29,6 +29,8 @@ const FlagNames& job_flags(bool data_parallel = false);
 // --overflow full|min|auto (plan and train); throws std::invalid_argument
 // naming the flag and the allowed values.
 schedule::Overflow overflow_from_flag(const std::string& value);
+// --layers-per-stage 3,1,2,2 (train and bench), likewise.
+std::vector<int> layer_counts_from_flag(const std::string& text);
 // --mpipe-body interleaved|1f1b|gpipe (plan and train), likewise.
 schedule::ScheduleKind mpipe_body_from_flag(const std::string& value);
 

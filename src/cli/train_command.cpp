@@ -38,23 +38,6 @@ struct TrainArgs {
   CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
 };
 
-std::vector<int> parse_counts(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string cell;
-  while (std::getline(in, cell, ',')) {
-    try {
-      size_t used = 0;
-      out.push_back(std::stoi(cell, &used));
-      if (used != cell.size()) throw std::invalid_argument(cell);
-    } catch (const std::exception&) {
-      throw std::invalid_argument("--layers-per-stage '" + text +
-                                  "': expected comma-separated layer counts per global stage, e.g. 2,2,1,3");
-    }
-  }
-  return out;
-}
-
 struct Job {
   train::TrainOptions options;
   std::unique_ptr<train::Task> task;
@@ -67,7 +50,7 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
   train::LmDataOptions data = a.data;
   data.micro_batch_size = a.micro_batch_size;
   std::vector<int> counts;
-  if (!a.layers_per_stage.empty()) counts = parse_counts(a.layers_per_stage);
+  if (!a.layers_per_stage.empty()) counts = layer_counts_from_flag(a.layers_per_stage);
   if (a.model_name != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
   if (a.model_name == "vl" && m.tensor_parallel.size > 1)
     throw std::invalid_argument("--tp " + std::to_string(m.tensor_parallel.size) +

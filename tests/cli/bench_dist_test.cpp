@@ -45,6 +45,40 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
   }
 }
 
+// Issue 13 parts 3 and 6: MPipe around the interleaved, 1F1B and GPipe bodies
+// in the same run as 1F1B, its preprocess calibrated for the simulation.
+TEST(BenchDist, MPipeRowsAroundEachBodySitBesideTheirBodies) {
+  const std::string dir = fresh_dir("bench-mpipe");
+  const auto r = run_command(hyperpipe() + " bench --nproc 2 --layers 4 --hidden 32 --heads 2 --mb 3 --steps 1 --vpp 1"
+                                 " --transpose-layers 1 --emulate-layer-ms 2 --schedules 1f1b,mpipe,mpipe/1f1b,mpipe/gpipe"
+                                 " --json " + dir + "/b.json",
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("mpipe/gpipe v1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fastest: measured "), std::string::npos) << r.output;
+  std::ifstream in(dir + "/b.json");
+  const auto rows = nlohmann::json::parse(in).at("schedules");
+  ASSERT_EQ(rows.size(), 4u);
+  const std::vector<std::string> names = {"1f1b", "mpipe", "mpipe/1f1b", "mpipe/gpipe"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    EXPECT_EQ(row.at("schedule").get<std::string>(), names[i]);
+    EXPECT_EQ(row.at("vpp").get<int>(), 1);
+    EXPECT_GT(row.at("measured_ms").get<double>(), 0) << row.dump();
+    // Stage 1 alone computes 3 micro-batches of 2 layers, 2 ms forward and 4 backward each.
+    EXPECT_GE(row.at("simulated_ms").get<double>(), 3 * 2 * (2 + 4)) << row.dump();
+    const double pre_f = row.at("preprocess_ms").at(0), pre_b = row.at("preprocess_ms").at(1);
+    if (i == 0) {
+      EXPECT_EQ(row.at("transpose_layers").get<int>(), 0);
+      EXPECT_EQ(pre_f, 0);
+    } else {  // the transposed layer: 2 ms forward, 4 backward
+      EXPECT_EQ(row.at("transpose_layers").get<int>(), 1);
+      EXPECT_GE(pre_f, 2) << row.dump();
+      EXPECT_GE(pre_b, 4) << row.dump();
+    }
+  }
+}
+
 // Issue 13: src/comm's messages and broadcasts beside plain c10d's, in one run.
 TEST(BenchDist, CommTimesEverySizeBesidePlainC10d) {
   const std::string dir = fresh_dir("bench-comm");

@@ -196,6 +196,10 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("train --log-interval 0", "--log-interval must be >= 1");
   expect_error("train --inject-fault 1:x:exit", "--inject-fault '1:x:exit': RANK and STEP must be integers");
   expect_error("bench --steps 0", "--steps must be >= 1");
+  expect_error("bench --schedules 1f1b,mpipe/zigzag", "--schedules: unknown schedule 'mpipe/zigzag'");
+  expect_error("bench --schedules 1f1b/gpipe", "--schedules: unknown schedule '1f1b/gpipe'");
+  expect_error("bench --schedules mpipe --overflow auto", "--overflow auto is chosen by plan and train");
+  expect_error("bench --schedules mpipe/1f1b --nproc 2 --layers 4 --transpose-layers 2", "--transpose-layers must be < 2");
   // Issue 15 item 7: local ranks bounded by the machine's memory (about 64 MiB a process; the
   // CI machine has 24 GiB), before any process starts; every command that launches ranks.
   expect_error("train --nproc 1000", "--nproc 1000 local ranks need about 62.5 GiB for the processes alone");
