@@ -97,7 +97,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   }
   const bool chunked = s.kind == schedule::ScheduleKind::Interleaved ||
                        (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.body == schedule::ScheduleKind::Interleaved);
-  s.pp = world;
+  s.pp = s.kind == schedule::ScheduleKind::NoPipelining ? 1 : world;  // no-pipelining: rank 0 alone
   s.vpp = chunked ? a.vpp : 1;
   o.schedule.micro_batches = a.mb;
   o.executor.pseudo_deallocate = a.pseudo_deallocate;
@@ -219,9 +219,97 @@ void print_op_profile(runtime::Pipeline& p, const std::vector<runtime::MicroBatc
   }
 }
 
+// Time per step of one --schedules entry, measured and simulated from
+// calibrated costs. Collective over pg; "no-pipelining" in a job of several
+// ranks is the single-process reference: rank 0 runs the whole model alone
+// while the others wait (its row is rank 0's).
+nlohmann::json bench_schedule(const BenchArgs& a, const std::string& name, comm::ProcessGroup* pg,
+                              train::Progress& progress, std::int64_t& timed) {
+  const int world = pg ? pg->world_size() : 1;
+  const auto options = pipeline_options(a, name, world);
+  const bool alone = options.schedule.pp == 1 && world > 1;
+  if (alone && pg->rank() != 0) {
+    timed += a.steps;
+    pg->barrier();
+    return {};
+  }
+  comm::ProcessGroup* group = alone ? nullptr : pg;
+  const int rank = group ? group->rank() : 0;
+  const auto& layout = options.schedule;
+  const runtime::RankModel model = model::build_gpt_stages(gpt_options(a), layout, rank);
+  runtime::Pipeline p(options, rank, group, model);
+  auto batch = at::randint(a.model.vocab_size, {a.micro_batch_size * a.mb, a.seq_len + 1}, at::kLong);
+  const auto micros = model::lm_micro_batches(runtime::split_microbatches(batch, a.mb));
+  const std::string label = name + " v" + std::to_string(layout.vpp);
+  p.step(micros);  // warm-up
+  p.zero_grad();
+  if (group) group->barrier();
+  memory::reset_peak();
+  const auto t0 = Clock::now();
+  for (int s = 0; s < a.steps; ++s) {
+    p.step(micros);
+    p.zero_grad();
+    if (rank == 0) progress.update(++timed, label + " timed");
+  }
+  if (group) group->barrier();
+  const double measured = ms_since(t0) / a.steps;
+  std::vector<double> peaks;
+  for (const auto& row : comm::all_gather_rows(group, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
+  const int stages = layout.num_stages();
+  auto cost = calibrate(model, micros[0], stages, 3);
+  p.zero_grad();
+  at::Tensor t = at::tensor(cost, at::kDouble);
+  if (group) group->all_reduce(t);
+  schedule::CostModel cm;
+  for (int s = 0; s < stages; ++s)
+    cm.per_stage[s] = schedule::StageCost{t[2 * s].item<double>(), t[2 * s + 1].item<double>()};
+  cm.pre_f = t[2 * stages].item<double>();
+  cm.pre_b = t[2 * stages + 1].item<double>();
+  if (model.preprocess && group) {
+    // MPIPE_PARAM_BROADCAST's bandwidth, from copies of the preprocess parameters.
+    std::vector<at::Tensor> copies;
+    for (const auto& [param, w] : model.preprocess->parameters) copies.push_back(w.detach().clone());
+    for (const auto& c : copies) cm.broadcast_bytes += static_cast<double>(c.nbytes());
+    group->broadcast(copies, 0);
+    group->barrier();
+    const auto b0 = Clock::now();
+    group->broadcast(copies, 0);
+    cm.broadcast_bw = cm.broadcast_bytes / std::max(ms_since(b0), 1e-3);
+  }
+  const auto sim = schedule::simulate(schedule::generate(layout), cm);
+  // The busiest rank's forwards and backwards of every micro-batch: a step with no bubble.
+  double ideal = 0;
+  for (int r = 0; r < layout.pp; ++r) {
+    double busy = 0;
+    for (int c = 0; c < layout.vpp; ++c) busy += a.mb * (cm.stage(c * layout.pp + r).f + cm.stage(c * layout.pp + r).b);
+    ideal = std::max(ideal, busy);
+  }
+  // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB) interleaved.
+  nlohmann::json theory = nullptr;
+  if (layout.kind != schedule::ScheduleKind::MPipe && layout.pp > 1)
+    theory = static_cast<double>(layout.pp - 1) / (layout.vpp * a.mb);
+  nlohmann::json overhead;
+  if (a.overhead) overhead = comm::all_gather_rows(group, overhead_breakdown(p, micros, group));
+  if (a.profile_ops > 0) print_op_profile(p, micros, group, label, a.profile_ops);
+  if (alone) pg->barrier();
+  return {{"schedule", name},
+          {"pp", layout.pp},
+          {"vpp", layout.vpp},
+          {"mb", a.mb},
+          {"measured_ms", measured},
+          {"simulated_ms", sim.step_time},
+          {"simulated_bubble", sim.bubble_fraction},
+          {"ideal_ms", ideal},
+          {"bubble_over_ideal", measured / ideal - 1},
+          {"theory_bubble_over_ideal", theory},
+          {"peak_bytes", peaks},
+          {"transpose_layers", layout.transposed_layers()},
+          {"preprocess_ms", {cm.pre_f, cm.pre_b}},
+          {"overhead_ms", overhead}};
+}
+
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   memory::install();
-  const int world = pg ? pg->world_size() : 1;
   const int rank = pg ? pg->rank() : 0;
   nlohmann::json results = nlohmann::json::array();
   const auto schedules = split(a.schedules);
@@ -229,76 +317,25 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   train::Progress progress(1, static_cast<std::int64_t>(schedules.size()) * a.steps, a.steps,
                            train::progress_mode_of_stdout(), std::cout);
   std::int64_t timed = 0;
-  for (const auto& name : schedules) {
-    const auto options = pipeline_options(a, name, world);
-    const runtime::RankModel model = model::build_gpt_stages(gpt_options(a), options.schedule, rank);
-    runtime::Pipeline p(options, rank, pg, model);
-    auto batch = at::randint(a.model.vocab_size, {a.micro_batch_size * a.mb, a.seq_len + 1}, at::kLong);
-    const auto micros = model::lm_micro_batches(runtime::split_microbatches(batch, a.mb));
-    p.step(micros);  // warm-up
-    p.zero_grad();
-    if (pg) pg->barrier();
-    memory::reset_peak();
-    const auto t0 = Clock::now();
-    for (int s = 0; s < a.steps; ++s) {
-      p.step(micros);
-      p.zero_grad();
-      if (rank == 0) progress.update(++timed, name + " v" + std::to_string(options.schedule.vpp) + " timed");
-    }
-    if (pg) pg->barrier();
-    const double measured = ms_since(t0) / a.steps;
-    std::vector<double> peaks;
-    for (const auto& row : comm::all_gather_rows(pg, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
-    const int stages = p.options().schedule.num_stages();
-    auto cost = calibrate(model, micros[0], stages, 3);
-    p.zero_grad();
-    at::Tensor t = at::tensor(cost, at::kDouble);
-    if (pg) pg->all_reduce(t);
-    schedule::CostModel cm;
-    for (int s = 0; s < stages; ++s)
-      cm.per_stage[s] = schedule::StageCost{t[2 * s].item<double>(), t[2 * s + 1].item<double>()};
-    cm.pre_f = t[2 * stages].item<double>();
-    cm.pre_b = t[2 * stages + 1].item<double>();
-    if (model.preprocess && pg) {
-      // MPIPE_PARAM_BROADCAST's bandwidth, from copies of the preprocess parameters.
-      std::vector<at::Tensor> copies;
-      for (const auto& [name, w] : model.preprocess->parameters) copies.push_back(w.detach().clone());
-      for (const auto& c : copies) cm.broadcast_bytes += static_cast<double>(c.nbytes());
-      pg->broadcast(copies, 0);
-      pg->barrier();
-      const auto t0 = Clock::now();
-      pg->broadcast(copies, 0);
-      cm.broadcast_bw = cm.broadcast_bytes / std::max(ms_since(t0), 1e-3);
-    }
-    const auto sim = schedule::simulate(schedule::generate(p.options().schedule), cm);
-    nlohmann::json overhead;
-    if (a.overhead) overhead = comm::all_gather_rows(pg, overhead_breakdown(p, micros, pg));
-    if (a.profile_ops > 0)
-      print_op_profile(p, micros, pg, name + " v" + std::to_string(p.options().schedule.vpp), a.profile_ops);
-    results.push_back({{"schedule", name},
-                       {"pp", world},
-                       {"vpp", p.options().schedule.vpp},
-                       {"mb", a.mb},
-                       {"measured_ms", measured},
-                       {"simulated_ms", sim.step_time},
-                       {"simulated_bubble", sim.bubble_fraction},
-                       {"peak_bytes", peaks},
-                       {"transpose_layers", p.options().schedule.transposed_layers()},
-                       {"preprocess_ms", {cm.pre_f, cm.pre_b}},
-                       {"overhead_ms", overhead}});
-  }
+  for (const auto& name : schedules) results.push_back(bench_schedule(a, name, pg, progress, timed));
   const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg) : std::vector<CommBenchRow>{};
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
   std::cout << std::left << std::setw(16) << "schedule" << std::right << std::setw(13) << "measured ms"
             << std::setw(14) << "simulated ms" << std::setw(12) << "meas/sim" << std::setw(16) << "meas vs first"
-            << std::setw(15) << "sim vs first" << "  peak MiB by rank\n";
+            << std::setw(15) << "sim vs first" << std::setw(17) << "bubble (theory)" << "  peak MiB by rank\n";
   for (auto& r : results) {
     const double m = r["measured_ms"], s = r["simulated_ms"];
     r["measured_over_simulated"] = m / s;
     std::cout << std::left << std::setw(16) << (r["schedule"].get<std::string>() + " v" + std::to_string(r["vpp"].get<int>()))
               << std::right << std::fixed << std::setprecision(2) << std::setw(13) << m << std::setw(14) << s
-              << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0 << "  ";
+              << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0;
+    // The measured step beyond the busiest rank's compute, over that compute.
+    std::ostringstream bubble;
+    bubble << std::fixed << std::setprecision(1) << 100 * r["bubble_over_ideal"].get<double>() << "%";
+    if (!r["theory_bubble_over_ideal"].is_null())
+      bubble << " (" << 100 * r["theory_bubble_over_ideal"].get<double>() << "%)";
+    std::cout << std::setw(17) << bubble.str() << "  ";
     std::ostringstream peaks;
     peaks << std::fixed << std::setprecision(2);
     for (const auto& b : r["peak_bytes"]) peaks << (peaks.tellp() > 0 ? "/" : "") << b.get<double>() / (1 << 20);

@@ -15,27 +15,43 @@
 namespace hp::testing {
 namespace {
 
+// no-pipelining in a job of 2 ranks is the single-process reference: rank 0
+// runs the whole model alone. The bubble beyond the busiest rank's compute
+// sits beside Megatron's (PP-1)/(v*MB).
 TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
   const std::string dir = fresh_dir("bench");
   const auto r = run_command(hyperpipe() + " bench --nproc 2 --layers 4 --hidden 32 --heads 2 --mb 4 --steps 1"
-                                 " --schedules 1f1b,interleaved --emulate-layer-ms 2 --overhead --json " + dir + "/b.json",
+                                 " --schedules no-pipelining,1f1b,interleaved --emulate-layer-ms 2 --overhead --json " +
+                                 dir + "/b.json",
                              120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("where one step went"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bubble (theory)"), std::string::npos) << r.output;
   std::ifstream in(dir + "/b.json");
   const auto json = nlohmann::json::parse(in);
   EXPECT_TRUE(json.at("comm").empty());
   const auto& rows = json.at("schedules");
-  ASSERT_EQ(rows.size(), 2u);
-  for (const auto& row : rows) {
+  ASSERT_EQ(rows.size(), 3u);
+  const std::vector<int> ranks = {1, 2, 2}, layers_per_rank = {4, 2, 2};
+  const std::vector<double> theory = {-1, 1.0 / 4, 1.0 / 8};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    EXPECT_EQ(row.at("pp").get<int>(), ranks[i]) << row.dump();
     EXPECT_GT(row.at("measured_ms").get<double>(), 0) << row.dump();
     EXPECT_GT(row.at("simulated_ms").get<double>(), 0) << row.dump();
-    ASSERT_EQ(row.at("peak_bytes").size(), 2u) << row.dump();
-    ASSERT_EQ(row.at("overhead_ms").size(), 2u) << row.dump();
+    // The busiest rank computes 4 micro-batches of its layers, 2 ms forward and 4 backward each.
+    EXPECT_GE(row.at("ideal_ms").get<double>(), 4 * layers_per_rank[i] * (2 + 4)) << row.dump();
+    EXPECT_NEAR(row.at("bubble_over_ideal").get<double>(),
+                row.at("measured_ms").get<double>() / row.at("ideal_ms").get<double>() - 1, 1e-9);
+    if (theory[i] < 0)
+      EXPECT_TRUE(row.at("theory_bubble_over_ideal").is_null()) << row.dump();
+    else
+      EXPECT_DOUBLE_EQ(row.at("theory_bubble_over_ideal").get<double>(), theory[i]) << row.dump();
+    ASSERT_EQ(row.at("peak_bytes").size(), static_cast<size_t>(ranks[i])) << row.dump();
+    ASSERT_EQ(row.at("overhead_ms").size(), static_cast<size_t>(ranks[i])) << row.dump();
     for (const auto& rank : row.at("overhead_ms")) {
       const double step = rank.at(0), compute = rank.at(1), wait = rank.at(2), post = rank.at(3), rest = rank.at(4);
-      // Two emulated layers of 2 ms forward and 4 ms backward per stage, 4 micro-batches.
-      EXPECT_GE(compute, 4 * 2 * (2 + 4)) << rank.dump();
+      EXPECT_GE(compute, 4 * layers_per_rank[i] * (2 + 4)) << rank.dump();
       EXPECT_GE(wait, 0) << rank.dump();
       EXPECT_GE(post, 0) << rank.dump();
       EXPECT_NEAR(compute + wait + post + rest, step, 1e-6 * step) << rank.dump();
