@@ -78,6 +78,7 @@ std::string schedule_json(const schedule::Schedule& s) {
   j["vpp"] = s.options.vpp;
   j["mb"] = s.options.micro_batches;
   j["forward_only"] = s.options.forward_only;
+  if (s.options.kind == schedule::ScheduleKind::MPipe) j["mpipe_body"] = std::string(schedule::kind_name(s.options.mpipe.body));
   j["ranks"] = nlohmann::json::array();
   for (const auto& rank : s.ranks) {
     auto& tokens = j["ranks"].emplace_back(nlohmann::json::array());

@@ -30,8 +30,9 @@ struct MPipeOptions {
   // FWD(0, m) (as min does the overflow).
   std::vector<int> owners;
   // The pipeline MPipe transposes around (spec section 4 builds it on
-  // interleaved 1F1B); OneFOneB or GPipe run one chunk per rank and keep
-  // fewer activations in flight: rank 0 warms up PP-1 deep, not 2(PP-1).
+  // interleaved 1F1B); OneFOneB or GPipe run one chunk per rank. At v 1
+  // OneFOneB keeps fewer activations in flight (rank 0 warms up PP-1 deep,
+  // not 2(PP-1)); GPipe runs every forward before any backward.
   ScheduleKind body = ScheduleKind::Interleaved;
 };
 
