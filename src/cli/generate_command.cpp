@@ -103,9 +103,6 @@ struct Job {
   infer::GenerateOptions options;
 };
 
-// The held-out stream of the default --seed: images no training run of that seed has read.
-constexpr std::uint64_t kImageSeed = 1234 ^ train::kHeldOutSeedMix;
-
 // VL: each --image is a held-out sample's index or a PPM file; its prompt is <bos>.
 void resolve_images(const GenerateArgs& a, Job& job) {
   if (!a.prompt.empty() || !a.prompts_file.empty())
@@ -115,10 +112,12 @@ void resolve_images(const GenerateArgs& a, Job& job) {
     throw std::invalid_argument("--load " + a.load + " holds a VL model: give --image N (a held-out synthetic image) "
                                 "or --image FILE.ppm, once per image to caption");
   const int size = job.vl->vision.image_size;
+  // The held-out stream of the checkpoint's --seed: images its training never read.
+  const std::uint64_t held_out = job.vl->text.config.seed ^ train::kHeldOutSeedMix;
   for (const auto& image : a.images) {
     if (!image.empty() && image.find_first_not_of("0123456789") == std::string::npos && image.size() < 16) {
       const auto index = std::stoll(image);
-      const data::VLBatch b = data::make_vl_batch(size, 1, kImageSeed, index);
+      const data::VLBatch b = data::make_vl_batch(size, 1, held_out, index);
       job.images.push_back(b.images);
       job.texts.push_back("image " + image + " (drawn: " + data::caption_text(b.captions.data(), data::kVLCaptionTokens) +
                           ")");

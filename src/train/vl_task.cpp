@@ -82,6 +82,7 @@ std::string VlTask::checkpoint_metadata() const {
   j["patch-size"] = v.patch_size;
   j["vision-hidden"] = v.hidden_size;
   j["vision-heads"] = v.num_attention_heads;
+  j["seed"] = options_.text.seed;  // generate --image N draws from its held-out images
   return j.dump();
 }
 
@@ -104,6 +105,7 @@ model::VLStagesOptions vl_options_from_checkpoint(const CheckpointInfo& info) {
   o.vision.patch_size = j.at("patch-size").get<int>();
   o.vision.hidden_size = j.at("vision-hidden").get<int>();
   o.vision.num_attention_heads = j.at("vision-heads").get<int>();
+  o.text.config.seed = j.value("seed", o.text.config.seed);  // older checkpoints: the default --seed
   return o;
 }
 

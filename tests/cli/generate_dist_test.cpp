@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "data/vl_data.hpp"
+#include "train/task.hpp"
 #include "run_command.hpp"
 
 namespace hp::testing {
@@ -152,6 +153,23 @@ TEST_F(GenerateVL, APpmFileIsCaptionedAsItsPixelsShow) {
     right += got[r].second == data::caption_text(b.captions.data() + r * data::kVLCaptionTokens,
                                                  data::kVLCaptionTokens);
   EXPECT_GE(right, 3) << "4/4 when this test was written";
+}
+
+// --image N is held-out image N of the checkpoint's own --seed, not of the default one.
+TEST(GenerateVLSeed, HeldOutImagesComeFromTheCheckpointsSeed) {
+  const std::string dir = fresh_dir("generate-vl-seed");
+  const auto r = run_command(hyperpipe() + " train --model vl --image-size 16 --nproc 1 --steps 1 --seed 77 --timeout 60"
+                                 " --save " + dir + "/ck",
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto out = run_command(hyperpipe() + " generate --load " + dir + "/ck --nproc 1 --image 0 --image 3", 120);
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  for (int index : {0, 3}) {
+    const data::VLBatch b = data::make_vl_batch(16, 1, 77 ^ hp::train::kHeldOutSeedMix, index);
+    const std::string drawn = "image " + std::to_string(index) + " (drawn: " +
+                              data::caption_text(b.captions.data(), data::kVLCaptionTokens) + ")";
+    EXPECT_NE(out.output.find(drawn), std::string::npos) << drawn << "\n" << out.output;
+  }
 }
 
 TEST_F(GenerateVL, BadInputIsOneLineBeforeAnyRankStarts) {
