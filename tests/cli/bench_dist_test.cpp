@@ -43,10 +43,11 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
     EXPECT_GE(row.at("ideal_ms").get<double>(), 4 * layers_per_rank[i] * (2 + 4)) << row.dump();
     EXPECT_NEAR(row.at("bubble_over_ideal").get<double>(),
                 row.at("measured_ms").get<double>() / row.at("ideal_ms").get<double>() - 1, 1e-9);
-    if (theory[i] < 0)
+    if (theory[i] < 0) {
       EXPECT_TRUE(row.at("theory_bubble_over_ideal").is_null()) << row.dump();
-    else
+    } else {
       EXPECT_DOUBLE_EQ(row.at("theory_bubble_over_ideal").get<double>(), theory[i]) << row.dump();
+    }
     ASSERT_EQ(row.at("peak_bytes").size(), static_cast<size_t>(ranks[i])) << row.dump();
     ASSERT_EQ(row.at("overhead_ms").size(), static_cast<size_t>(ranks[i])) << row.dump();
     for (const auto& rank : row.at("overhead_ms")) {

@@ -85,8 +85,9 @@ TEST(Advise, AFrozenTowerMakesMPipeTheFirstChoice) {
   for (size_t i = 1; i < a.ranked.size(); ++i) {
     const Candidate &prev = a.ranked[i - 1], &c = a.ranked[i];
     EXPECT_LE(prev.step_time, c.step_time * (1 + 1e-9)) << prev.name << " before " << c.name;
-    if (std::abs(prev.step_time - c.step_time) <= 1e-9 * c.step_time)
+    if (std::abs(prev.step_time - c.step_time) <= 1e-9 * c.step_time) {
       EXPECT_LE(prev.peak_layer_activations, c.peak_layer_activations) << prev.name << " before " << c.name;
+    }
   }
   const Candidate& w = a.ranked.front();
   EXPECT_EQ(w.options.kind, ScheduleKind::MPipe);

@@ -7,19 +7,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "hand_schedules.hpp"
 #include "schedule/generate.hpp"
 
 namespace hp::schedule {
 namespace {
 
-ScheduleOptions interleaved(int pp, int vpp, int mb) {
-  ScheduleOptions o;
-  o.kind = ScheduleKind::Interleaved;
-  o.pp = pp;
-  o.vpp = vpp;
-  o.micro_batches = mb;
-  return o;
-}
+ScheduleOptions interleaved(int pp, int vpp, int mb) { return testing::layout(ScheduleKind::Interleaved, pp, vpp, mb); }
 
 TEST(BodyComms, AppendsWhatInsertBodyCommsReturns) {
   // PP 2 with v > 1 needs deadlock repairs; PP 4, MB 6 FIFO ones.

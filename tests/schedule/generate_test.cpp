@@ -23,11 +23,7 @@ std::string text(const std::vector<Action>& actions) {
 }
 
 ScheduleOptions opts(ScheduleKind kind, int pp, int vpp, int mb, int group = 0) {
-  ScheduleOptions o;
-  o.kind = kind;
-  o.pp = pp;
-  o.vpp = vpp;
-  o.micro_batches = mb;
+  ScheduleOptions o = testing::layout(kind, pp, vpp, mb);
   o.group_size = group;
   return o;
 }

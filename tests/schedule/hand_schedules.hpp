@@ -13,6 +13,16 @@
 
 namespace hp::schedule::testing {
 
+// A layout for the generators: kind, ranks, chunks per rank, micro-batches; the rest default.
+inline ScheduleOptions layout(ScheduleKind kind, int pp, int vpp, int mb) {
+  ScheduleOptions o;
+  o.kind = kind;
+  o.pp = pp;
+  o.vpp = vpp;
+  o.micro_batches = mb;
+  return o;
+}
+
 // A schedule from one line of action tokens per rank.
 inline Schedule from_text(int pp, int micro_batches, const std::vector<std::string>& lines, int vpp = 1) {
   Schedule s;

@@ -21,14 +21,7 @@ std::string text(const std::vector<Action>& actions, size_t begin = 0, size_t en
   return out;
 }
 
-ScheduleOptions mpipe_opts(int pp, int vpp, int mb) {
-  ScheduleOptions o;
-  o.kind = ScheduleKind::MPipe;
-  o.pp = pp;
-  o.vpp = vpp;
-  o.micro_batches = mb;
-  return o;
-}
+ScheduleOptions mpipe_opts(int pp, int vpp, int mb) { return testing::layout(ScheduleKind::MPipe, pp, vpp, mb); }
 
 // The schedule MPipe transposes around, generated on its own.
 std::vector<std::vector<Action>> plain_body(ScheduleOptions o) {

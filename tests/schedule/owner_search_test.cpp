@@ -3,6 +3,7 @@
 // mode, strictly better where single-micro moves help, and read back from CSV.
 #include <gtest/gtest.h>
 
+#include "hand_schedules.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/owner_search.hpp"
 #include "schedule/schedule_io.hpp"
@@ -12,11 +13,7 @@ namespace hp::schedule {
 namespace {
 
 ScheduleOptions mpipe(int pp, int mb, bool frozen) {
-  ScheduleOptions o;
-  o.kind = ScheduleKind::MPipe;
-  o.pp = pp;
-  o.vpp = 1;
-  o.micro_batches = mb;
+  ScheduleOptions o = testing::layout(ScheduleKind::MPipe, pp, 1, mb);
   o.mpipe.frozen_preprocess = frozen;
   return o;
 }

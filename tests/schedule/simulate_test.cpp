@@ -21,21 +21,13 @@ using testing::from_text;
 using testing::hand_1f1b;
 using testing::hand_gpipe;
 using testing::hand_pipeline;
+using testing::layout;
 
 CostModel uniform(double f, double b) {
   CostModel c;
   c.f = f;
   c.b = b;
   return c;
-}
-
-ScheduleOptions opts(ScheduleKind kind, int pp, int vpp, int mb) {
-  ScheduleOptions o;
-  o.kind = kind;
-  o.pp = pp;
-  o.vpp = vpp;
-  o.micro_batches = mb;
-  return o;
 }
 
 // PP=2, MB=2 MPipe: rank 1 transposes micro 1 and ships output and input.
@@ -264,7 +256,7 @@ TEST(SimulateTest, PairsEachChannelInOrder) {
   // Three ranks, two chunks: every rank talks to both neighbours, and the
   // wrap-around channels carry several messages each. A receive takes the
   // send its channel delivers, whatever the order ranks run in.
-  const Schedule s = generate(opts(ScheduleKind::Interleaved, 3, 2, 5));
+  const Schedule s = generate(layout(ScheduleKind::Interleaved, 3, 2, 5));
   CostModel c = uniform(1, 2);
   c.p2p_latency = 0.5;
   const SimulationReport r = simulate(s, c);
@@ -321,7 +313,7 @@ TEST(SimulateGeneratedTest, OneFOneBAndGPipeMatchTextbook) {
   for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe})
     for (int pp : {1, 2, 3, 4, 8})
       for (int mb : {pp, pp + 1, 2 * pp, 4 * pp + 3}) {
-        const Schedule s = generate(opts(kind, pp, 1, mb));
+        const Schedule s = generate(layout(kind, pp, 1, mb));
         ASSERT_TRUE(validate(s).ok()) << validate(s).to_string();
         for (auto [f, b] : {std::pair{1.0, 2.0}, std::pair{1.0, 1.0}, std::pair{3.0, 1.0}})
           EXPECT_DOUBLE_EQ(simulate(s, uniform(f, b)).step_time, (mb + pp - 1) * (f + b))
@@ -330,7 +322,7 @@ TEST(SimulateGeneratedTest, OneFOneBAndGPipeMatchTextbook) {
 }
 
 TEST(SimulateGeneratedTest, NoPipeliningIsSerial) {
-  const Schedule s = generate(opts(ScheduleKind::NoPipelining, 1, 1, 5));
+  const Schedule s = generate(layout(ScheduleKind::NoPipelining, 1, 1, 5));
   EXPECT_DOUBLE_EQ(simulate(s, uniform(1.0, 2.0)).step_time, 15.0);
   EXPECT_DOUBLE_EQ(simulate(s, uniform(1.0, 2.0)).bubble_fraction, 0.0);
 }
@@ -367,7 +359,7 @@ TEST(SimulateGeneratedTest, InterleavedComputeOrderMatchesTextbook) {
   for (int pp : {2, 4, 8})
     for (int v : {2, 3, 4})
       for (int k : {1, 2, 3}) {
-        const ScheduleOptions o = opts(ScheduleKind::Interleaved, pp, v, k * pp);
+        const ScheduleOptions o = layout(ScheduleKind::Interleaved, pp, v, k * pp);
         const Schedule s = with_adjacent_comms(o, body_compute_order(o));
         for (auto [f, b] : {std::pair{1.0, 2.0}, std::pair{1.0, 1.0}, std::pair{2.0, 1.0}, std::pair{1.0, 3.0}}) {
           const SimulationReport r = simulate(s, uniform(f, b));
@@ -386,7 +378,7 @@ TEST(SimulateGeneratedTest, GeneratedInterleavedMatchesTextbook) {
     for (int v : {2, 3, 4})
       for (int k : {1, 2, 3}) {
         const int mb = k * pp;
-        const Schedule s = generate(opts(ScheduleKind::Interleaved, pp, v, mb));
+        const Schedule s = generate(layout(ScheduleKind::Interleaved, pp, v, mb));
         ASSERT_TRUE(validate(s).ok()) << validate(s).to_string();
         for (auto [f, b] : {std::pair{1.0, 2.0}, std::pair{1.0, 1.0}, std::pair{2.0, 1.0}, std::pair{1.0, 3.0}})
           EXPECT_DOUBLE_EQ(simulate(s, uniform(f, b)).step_time, interleaved_textbook(pp, v, mb, f, b))
@@ -401,7 +393,7 @@ TEST(SimulateGeneratedTest, AcceptedSchedulesAlwaysRun) {
   int accepted = 0;
   for (int iter = 0; iter < 3000; ++iter) {
     const ScheduleKind kinds[] = {ScheduleKind::MPipe, ScheduleKind::Interleaved, ScheduleKind::OneFOneB};
-    ScheduleOptions o = opts(kinds[iter % 3], 2 + rng() % 3, 1, 1 + rng() % 6);
+    ScheduleOptions o = layout(kinds[iter % 3], 2 + rng() % 3, 1, 1 + rng() % 6);
     if (o.kind != ScheduleKind::OneFOneB) o.vpp = 1 + rng() % 2;
     o.mpipe.owner_backward = rng() % 2;
     o.mpipe.overflow = rng() % 2 ? Overflow::Min : Overflow::Full;
@@ -423,7 +415,7 @@ TEST(SimulateGeneratedTest, AcceptedSchedulesAlwaysRun) {
 }
 
 TEST(SimulateGeneratedTest, MPipeBroadcastCostAddsToStep) {
-  ScheduleOptions o = opts(ScheduleKind::MPipe, 4, 2, 8);
+  ScheduleOptions o = layout(ScheduleKind::MPipe, 4, 2, 8);
   const Schedule s = generate(o);
   ASSERT_TRUE(validate(s).ok()) << validate(s).to_string();
   CostModel c = uniform(1.0, 2.0);
@@ -444,11 +436,11 @@ TEST(SimulateGeneratedTest, MPipeWithoutPreprocessCostIsTheBody) {
   // the step is the interleaved body's.
   for (Overflow ov : {Overflow::Full, Overflow::Min})
     for (int mb : {2, 4, 8, 12}) {
-      ScheduleOptions o = opts(ScheduleKind::MPipe, 4, 2, mb);
+      ScheduleOptions o = layout(ScheduleKind::MPipe, 4, 2, mb);
       o.mpipe.overflow = ov;
       const Schedule s = generate(o);
       ASSERT_TRUE(validate(s).ok()) << validate(s).to_string();
-      const Schedule body = generate(opts(ScheduleKind::Interleaved, 4, 2, mb));
+      const Schedule body = generate(layout(ScheduleKind::Interleaved, 4, 2, mb));
       EXPECT_DOUBLE_EQ(simulate(s, uniform(1, 2)).step_time, simulate(body, uniform(1, 2)).step_time)
           << "mb " << mb;
     }
@@ -460,15 +452,15 @@ TEST(SimulateGeneratedTest, MPipeTransposeShortensWarmup) {
   CostModel c = uniform(1.0, 2.0);
   c.pre_f = 4.0;
   c.pre_b = 1.0;
-  ScheduleOptions o = opts(ScheduleKind::MPipe, 8, 1, 8);
+  ScheduleOptions o = layout(ScheduleKind::MPipe, 8, 1, 8);
   o.mpipe.frozen_preprocess = true;
   const double mpipe = simulate(generate(o), c).step_time;
-  const double plain = simulate(generate(opts(ScheduleKind::Interleaved, 8, 1, 8)), c).step_time;
+  const double plain = simulate(generate(layout(ScheduleKind::Interleaved, 8, 1, 8)), c).step_time;
   EXPECT_LT(mpipe, plain);
 }
 
 TEST(SimulateGeneratedTest, LargeMPipeIsFast) {
-  ScheduleOptions o = opts(ScheduleKind::MPipe, 64, 4, 1024);
+  ScheduleOptions o = layout(ScheduleKind::MPipe, 64, 4, 1024);
   const Schedule s = generate(o);
   const std::clock_t t0 = std::clock();  // CPU time: the machine is shared
   const SimulationReport r = simulate(s, uniform(1.0, 2.0));
