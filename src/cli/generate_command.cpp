@@ -129,7 +129,7 @@ void resolve_images(const GenerateArgs& a, Job& job) {
       }
       job.texts.push_back(image);
     }
-    job.prompts.push_back({0});  // <bos>
+    job.prompts.push_back({data::kVLBos});
   }
   // A caption's words, unless asked otherwise: what the positions after the patches hold.
   if (!a.max_new_given) job.options.max_new_tokens = data::kVLCaptionTokens - 2;
@@ -204,7 +204,7 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
       continue;
     }
     const auto& ids = generated[p];
-    const auto eos = std::find(ids.begin(), ids.end(), std::int64_t{1});  // <eos> ends a caption
+    const auto eos = std::find(ids.begin(), ids.end(), data::kVLEos);  // ends a caption
     std::cout << job.texts[p] << ": " << data::caption_text(ids.data(), static_cast<int>(eos - ids.begin()))
               << std::endl;
   }

@@ -148,4 +148,11 @@ schedule::ScheduleKind mpipe_body_from_flag(const std::string& value) {
   throw std::invalid_argument("--mpipe-body " + value + ": allowed: interleaved, 1f1b, gpipe");
 }
 
+void apply_mpipe_flags(const std::string& mpipe_body, const std::string& overflow, bool vpp_given,
+                       schedule::ScheduleOptions& o) {
+  o.mpipe.body = mpipe_body_from_flag(mpipe_body);
+  if (!vpp_given) o.vpp = schedule::default_vpp(o);
+  o.mpipe.overflow = overflow_from_flag(overflow);
+}
+
 }  // namespace hp::cli

@@ -33,5 +33,11 @@ schedule::Overflow overflow_from_flag(const std::string& value);
 std::vector<int> layer_counts_from_flag(const std::string& text);
 // --mpipe-body interleaved|1f1b|gpipe (plan and train), likewise.
 schedule::ScheduleKind mpipe_body_from_flag(const std::string& value);
+inline constexpr const char* kMPipeBodyHelp =
+    "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)";
+// plan and train: --mpipe-body and --overflow into o.mpipe, then, unless --vpp
+// was given, o.vpp to the default of o's schedule (which the body decides).
+void apply_mpipe_flags(const std::string& mpipe_body, const std::string& overflow, bool vpp_given,
+                       schedule::ScheduleOptions& o);
 
 }  // namespace hp::cli

@@ -100,9 +100,7 @@ schedule::Schedule build(PlanArgs& a) {
   if (!schedule::kind_from_name(a.schedule, &a.opts.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
                                 ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
-  a.opts.mpipe.body = mpipe_body_from_flag(a.mpipe_body);
-  if (a.vpp_flag->count() == 0) a.opts.vpp = schedule::default_vpp(a.opts);
-  a.opts.mpipe.overflow = overflow_from_flag(a.overflow);
+  apply_mpipe_flags(a.mpipe_body, a.overflow, a.vpp_flag->count() > 0, a.opts);
   if (a.opts.mpipe.overflow == schedule::Overflow::Auto && a.opts.kind == schedule::ScheduleKind::MPipe) {
     const schedule::OwnerChoice c = schedule::choose_owners(a.opts, a.costs);
     a.opts.mpipe.owners = c.owners;
@@ -222,9 +220,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--overflow", args->overflow,
                   "MPipe overflow: full, min, or auto (owners that minimise the step simulated with the --cost-* flags)")
       ->capture_default_str();
-  cmd->add_option("--mpipe-body", args->mpipe_body,
-                  "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)")
-      ->capture_default_str();
+  cmd->add_option("--mpipe-body", args->mpipe_body, kMPipeBodyHelp)->capture_default_str();
   cmd->add_flag("--owner-backward", o.mpipe.owner_backward, "MPipe: the owner of a micro runs its preprocess backward");
   cmd->add_flag("--frozen-preprocess", o.mpipe.frozen_preprocess, "MPipe: the preprocess has no trainable parameter");
   cmd->add_flag("--forward-only", o.forward_only, "forwards only (evaluation, generation): no backward, no gradient messages");
@@ -257,7 +253,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--advise", args->advise,
                 "rank every layout of the model described by --layers and the --layer-*, --embed-*, --tower-* flags "
-                "(1F1B, interleaved v, MPipe v/T/overflow/owner-backward) by simulated step time and peak memory");
+                "(1F1B, interleaved v, MPipe v/T/overflow/owner-backward/body) by simulated step time and peak memory");
   cmd->add_option("--advise-top", args->advise_top, "--advise: layouts to list")->capture_default_str();
   auto& p = args->profile;
   cmd->add_option("--layer-f", p.layer_f, "--advise: forward time of one body layer, one micro-batch")->capture_default_str();

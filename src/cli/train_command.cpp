@@ -137,9 +137,7 @@ Job resolve(const TrainArgs& a, int world) {
                                 std::to_string(o.dp) + " does not divide the job's " + std::to_string(world) +
                                 " ranks (--nproc): the ranks are tp x cp x dp x pp; give --nproc a multiple of it");
   s.pp = world / (o.dp * tp * cp);
-  s.mpipe.body = mpipe_body_from_flag(a.mpipe_body);
-  if (a.vpp_flag->count() == 0) s.vpp = schedule::default_vpp(s);
-  s.mpipe.overflow = overflow_from_flag(a.overflow);
+  apply_mpipe_flags(a.mpipe_body, a.overflow, a.vpp_flag->count() > 0, s);
   if (s.mpipe.overflow == schedule::Overflow::Auto && s.kind == schedule::ScheduleKind::MPipe)
     choose_train_owners(a, s);
   o.pipeline.executor.variable_seq_len = a.data.variable_seq_len;
@@ -258,9 +256,7 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--overflow", a->overflow,
                   "MPipe overflow: full, min, or auto (owners that minimise the simulated step)")
       ->capture_default_str();
-  cmd->add_option("--mpipe-body", a->mpipe_body,
-                  "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)")
-      ->capture_default_str();
+  cmd->add_option("--mpipe-body", a->mpipe_body, kMPipeBodyHelp)->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
   auto& v = a->vision;
   cmd->add_option("--model", a->model_name, "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images; hybrid: Mamba, attention, MLP and MoE layers from --hybrid-pattern")->capture_default_str();

@@ -8,7 +8,7 @@
 namespace hp::data {
 namespace {
 
-enum Word { kBos, kEos, kA, kOn, kThe, kRed, kGreen, kBlue, kYellow, kSquare, kFrame, kCross, kBar, kTop, kBottom, kLeft, kRight };
+enum Word { kBos = kVLBos, kEos = kVLEos, kA, kOn, kThe, kRed, kGreen, kBlue, kYellow, kSquare, kFrame, kCross, kBar, kTop, kBottom, kLeft, kRight };
 
 constexpr float kColours[4][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 0}};
 constexpr double kNoiseStd = 0.05;

@@ -20,6 +20,8 @@ namespace hp::data {
 
 inline constexpr int kVLCaptionTokens = 9;  // <bos> a COLOUR SHAPE on the V H <eos>
 inline constexpr int kVLChannels = 3;
+// The ids that open and close every caption (a caption model's prompt and stop).
+inline constexpr std::int64_t kVLBos = 0, kVLEos = 1;
 
 // The words, id = position; its size is the least vocabulary a VL model needs.
 const std::vector<std::string>& vl_vocabulary();

@@ -120,7 +120,7 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
       layouts.push_back(o);
     }
     o.kind = ScheduleKind::MPipe;
-    // One chunk per rank: MPipe also over 1F1B and GPipe, which hold fewer activations.
+    // One chunk per rank: MPipe also over 1F1B (fewer activations in flight) and GPipe.
     const std::vector<ScheduleKind> bodies =
         v == 1 ? std::vector{ScheduleKind::Interleaved, ScheduleKind::OneFOneB, ScheduleKind::GPipe}
                : std::vector{ScheduleKind::Interleaved};

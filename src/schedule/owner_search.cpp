@@ -18,6 +18,14 @@ double step_with(ScheduleOptions o, const std::vector<int>& owners, const CostMo
   return simulate(s, costs).step_time;
 }
 
+// The owners `overflow` gives each micro-batch, as MPipeOptions::owners lists them.
+std::vector<int> owners_of(ScheduleOptions o, Overflow overflow) {
+  o.mpipe.overflow = overflow;
+  std::vector<int> owners(o.micro_batches);
+  for (int m = 0; m < o.micro_batches; ++m) owners[m] = mpipe_inline_on_rank0(o, m) ? -1 : mpipe_owner(o, m);
+  return owners;
+}
+
 }  // namespace
 
 OwnerChoice choose_owners(const ScheduleOptions& options, const CostModel& costs, int max_evaluations) {
@@ -26,11 +34,7 @@ OwnerChoice choose_owners(const ScheduleOptions& options, const CostModel& costs
   o.mpipe.overflow = Overflow::Full;
   check_options(o);
   const int mb = o.micro_batches, nt = o.nt();
-  std::vector<int> full(mb), min(mb);
-  for (int m = 0; m < mb; ++m) {
-    full[m] = m % nt;
-    min[m] = m < nt ? m : -1;
-  }
+  const std::vector<int> full = owners_of(o, Overflow::Full), min = owners_of(o, Overflow::Min);
   OwnerChoice c;
   c.full_step = step_with(o, full, costs);
   c.min_step = step_with(o, min, costs);
