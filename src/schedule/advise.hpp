@@ -2,9 +2,8 @@
 // its layers' costs it generates every candidate layout (1F1B; interleaved
 // with each v that splits the layers evenly; MPipe with each v, T, overflow
 // mode and owner-backward where they differ, and at v 1 around each body),
-// simulates each with costs
-// derived from the description, and ranks them by predicted step time, then
-// by peak activation memory. Pure computation on the schedule engine;
+// simulates each with costs derived from the description, and ranks them by
+// predicted step time, then by peak activation memory. Pure computation on the schedule engine;
 // deterministic, so every rank of a job reaches the same choice.
 #pragma once
 
