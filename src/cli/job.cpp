@@ -14,6 +14,7 @@
 #include "train/memory_estimate.hpp"
 #include "comm/heartbeat.hpp"
 #include "launch/launcher.hpp"
+#include "runtime/tensor_memory.hpp"
 
 namespace hp::cli {
 
@@ -64,6 +65,7 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
                                 std::to_string(env.world_size));
   validate(env.world_size);
   if (const char* t = std::getenv("OMP_NUM_THREADS")) at::set_num_threads(std::max(1, std::atoi(t)));
+  runtime::tensor_memory::retain_freed_pages();
   comm::ProcessGroupOptions pgo;
   pgo.timeout = std::chrono::milliseconds(static_cast<long long>(o.timeout_s * 1000));
   std::unique_ptr<comm::ProcessGroup> pg;

@@ -4,6 +4,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
 
+#include <malloc.h>
+
 #include <atomic>
 #include <mutex>
 
@@ -66,6 +68,16 @@ void install() {
     c10::SetCPUAllocator(counter, /*priority=*/100);
     active = true;
   });
+}
+
+void retain_freed_pages() {
+#ifdef M_MMAP_THRESHOLD
+  static std::once_flag once;
+  std::call_once(once, [] {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest on 64-bit machines
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  });
+#endif
 }
 
 bool installed() { return active; }

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -54,6 +55,23 @@ AdamW::AdamW(NamedParams params, AdamWOptions options)
   options_.validate();
   for (const auto& [name, p] : params_) {
     if (!p.defined()) fail("AdamW: parameter " + name + " is an undefined tensor");
+    auto f = std::find_if(flats_.begin(), flats_.end(), [&](const Flat& x) {
+      return x.slots.front().param.scalar_type() == p.scalar_type() && x.slots.front().param.device() == p.device();
+    });
+    if (f == flats_.end()) f = flats_.insert(flats_.end(), Flat{});
+    const std::int64_t offset = f->slots.empty() ? 0 : f->slots.back().offset + f->slots.back().param.numel();
+    f->slots.push_back(Slot{name, p, {}, {}, {}, offset});
+  }
+  for (Flat& f : flats_) {
+    const Slot& last = f.slots.back();
+    const auto opts = last.param.options().requires_grad(false);
+    for (at::Tensor* t : {&f.grads, &f.exp_avg, &f.exp_avg_sq}) *t = at::zeros({last.offset + last.param.numel()}, opts);
+    for (Slot& s : f.slots) {
+      auto view = [&](const at::Tensor& t) { return t.narrow(0, s.offset, s.param.numel()).view(s.param.sizes()); };
+      s.grad = view(f.grads);
+      s.exp_avg = view(f.exp_avg);
+      s.exp_avg_sq = view(f.exp_avg_sq);
+    }
   }
 }
 
@@ -68,30 +86,70 @@ void AdamW::step(double lr) {
     fail(os.str());
   }
   at::NoGradGuard no_grad;
-  const double beta1 = options_.beta1;
-  const double beta2 = options_.beta2;
-  for (auto& [name, p] : params_) {
-    const at::Tensor& grad = p.grad();
-    if (!grad.defined()) continue;
-    if (grad.is_sparse()) fail("AdamW: parameter " + name + " has a sparse gradient (not supported)");
-    // The same operations, in the same order, as torch::optim::AdamW::step().
-    if (decays(name)) p.mul_(1 - lr * options_.weight_decay);
-    auto& st = state_.params[name];
-    if (!st.exp_avg.defined()) {
-      st.step = 0;
-      st.exp_avg = at::zeros_like(p, at::MemoryFormat::Preserve);
-      st.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
+  for (Flat& f : flats_) {
+    for (Slot& s : f.slots) {
+      const at::Tensor& grad = s.param.grad();
+      if (!grad.defined() || grad.is_same(s.grad)) continue;
+      if (grad.is_sparse()) fail("AdamW: parameter " + s.name + " has a sparse gradient (not supported)");
+      s.grad.copy_(grad);
+      s.param.mutable_grad() = s.grad;
     }
-    st.step += 1;
-    const double bias_correction1 = 1 - std::pow(beta1, st.step);
-    const double bias_correction2 = 1 - std::pow(beta2, st.step);
-    st.exp_avg.mul_(beta1).add_(grad, 1 - beta1);
-    st.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-    const at::Tensor denom = (st.exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(options_.eps);
-    const double step_size = lr / bias_correction1;
-    p.addcdiv_(st.exp_avg, denom, -step_size);
+    if (!step_flat(f, lr))
+      for (Slot& s : f.slots) step_one(s, lr);
   }
   state_.step += 1;
+}
+
+namespace {
+
+// Updates the moments in place and returns what the parameter adds: the same
+// operations as torch::optim::AdamW::step(), whose p.addcdiv_(m, d, -step_size)
+// computes p + (-step_size * m) / d elementwise.
+at::Tensor adam_delta(const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq, std::int64_t step,
+                      double lr, const AdamWOptions& o) {
+  const double bias_correction1 = 1 - std::pow(o.beta1, step);
+  const double bias_correction2 = 1 - std::pow(o.beta2, step);
+  exp_avg.mul_(o.beta1).add_(grad, 1 - o.beta1);
+  exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1 - o.beta2);
+  const at::Tensor denom = (exp_avg_sq.sqrt() / std::sqrt(bias_correction2)).add_(o.eps);
+  return exp_avg.mul(-lr / bias_correction1).div_(denom);
+}
+
+}  // namespace
+
+bool AdamW::step_flat(Flat& f, double lr) {
+  std::int64_t step = -1;
+  for (const Slot& s : f.slots) {
+    if (!s.param.grad().defined()) {
+      if (s.param.requires_grad()) return false;
+      continue;  // frozen: its share of the buffers stays zero, and so does its delta
+    }
+    const auto it = state_.params.find(s.name);
+    const std::int64_t t = it == state_.params.end() ? 0 : it->second.step;
+    if (step >= 0 && t != step) return false;
+    step = t;
+  }
+  if (step < 0) return true;  // nothing to update
+  step += 1;
+  for (Slot& s : f.slots)
+    if (s.param.grad().defined() && decays(s.name)) s.param.mul_(1 - lr * options_.weight_decay);
+  const at::Tensor delta = adam_delta(f.grads, f.exp_avg, f.exp_avg_sq, step, lr, options_);
+  for (Slot& s : f.slots) {
+    if (!s.param.grad().defined()) continue;
+    s.param.add_(delta.narrow(0, s.offset, s.param.numel()).view(s.param.sizes()));
+    state_.params[s.name] = AdamWParamState{s.exp_avg, s.exp_avg_sq, step};
+  }
+  return true;
+}
+
+void AdamW::step_one(Slot& s, double lr) {
+  if (!s.param.grad().defined()) return;
+  if (decays(s.name)) s.param.mul_(1 - lr * options_.weight_decay);
+  auto& st = state_.params[s.name];
+  st.exp_avg = s.exp_avg;
+  st.exp_avg_sq = s.exp_avg_sq;
+  st.step += 1;
+  s.param.add_(adam_delta(s.param.grad(), st.exp_avg, st.exp_avg_sq, st.step, lr, options_));
 }
 
 void AdamW::zero_grad() {
@@ -103,8 +161,6 @@ void AdamW::zero_grad() {
 
 void AdamW::load_state(const AdamWState& state) {
   if (state.step < 0) fail("AdamW state: negative step count " + std::to_string(state.step));
-  AdamWState next;
-  next.step = state.step;
   for (const auto& [name, st] : state.params) {
     auto it = params_.find(name);
     if (it == params_.end()) fail("AdamW state: " + name + " is not a parameter of this optimizer");
@@ -117,11 +173,23 @@ void AdamW::load_state(const AdamWState& state) {
              shape_str(p.sizes()));
     }
     if (st.step < 1) fail("AdamW state for " + name + ": step must be >= 1, got " + std::to_string(st.step));
-    AdamWParamState copy;
-    copy.step = st.step;
-    copy.exp_avg = st.exp_avg.detach().to(p.options(), /*non_blocking=*/false, /*copy=*/true);
-    copy.exp_avg_sq = st.exp_avg_sq.detach().to(p.options(), /*non_blocking=*/false, /*copy=*/true);
-    next.params.emplace(name, std::move(copy));
+  }
+  // Checked whole before any buffer changes; the state may be a view of them.
+  at::NoGradGuard no_grad;
+  AdamWState next;
+  next.step = state.step;
+  for (Flat& f : flats_) {
+    for (Slot& s : f.slots) {
+      const auto it = state.params.find(s.name);
+      if (it == state.params.end()) {
+        s.exp_avg.zero_();
+        s.exp_avg_sq.zero_();
+        continue;
+      }
+      if (!it->second.exp_avg.is_same(s.exp_avg)) s.exp_avg.copy_(it->second.exp_avg.detach());
+      if (!it->second.exp_avg_sq.is_same(s.exp_avg_sq)) s.exp_avg_sq.copy_(it->second.exp_avg_sq.detach());
+      next.params.emplace(s.name, AdamWParamState{s.exp_avg, s.exp_avg_sq, it->second.step});
+    }
   }
   state_ = std::move(next);
 }

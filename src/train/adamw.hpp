@@ -13,10 +13,20 @@
 // no weight decay; every other parameter gets options.weight_decay. Turn the
 // option off for plain torch semantics (decay everything).
 //
+// One flat buffer per dtype holds the gradients and each of exp_avg and
+// exp_avg_sq, as Megatron's contiguous gradient buffer does: when every
+// parameter of a dtype has a gradient and the same step count, the update is
+// a dozen operations over the flat buffers and three per parameter, not a dozen
+// per parameter, with bitwise the same result. A step moves a gradient that is
+// not yet in the buffer into it and points the parameter's .grad() there;
+// autograd then accumulates into it in place. The parameters stay where they
+// are (tied copies share their storage).
+//
 // Contract: single-threaded; step() and zero_grad() touch the live parameter
 // tensors given to the constructor, which must outlive the optimizer (they are
 // handles, so keeping the module alive is enough). Parameters are visited in
-// name order.
+// name order. The state's tensors are views of the optimizer's buffers, valid
+// while it lives.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "train/named_params.hpp"
 
@@ -82,9 +93,26 @@ class AdamW {
   void load_state(const AdamWState& state);
 
  private:
+  struct Slot {
+    std::string name;
+    at::Tensor param;
+    at::Tensor grad, exp_avg, exp_avg_sq;  // views of the Flat's buffers
+    std::int64_t offset = 0;
+  };
+  struct Flat {  // the parameters of one dtype and device
+    at::Tensor grads, exp_avg, exp_avg_sq;
+    std::vector<Slot> slots;  // name order
+  };
+
+  // The whole-buffer update; false (and nothing done) unless every slot that
+  // trains (requires a gradient) has one, and all have the same step count.
+  bool step_flat(Flat& f, double lr);
+  void step_one(Slot& s, double lr);
+
   NamedParams params_;
   AdamWOptions options_;
   AdamWState state_;
+  std::vector<Flat> flats_;
 };
 
 }  // namespace hp::train

@@ -188,6 +188,43 @@ TEST(AdamW, RejectsBadOptionsAndState) {
   expect_msg([&] { a.load_state(st); }, "[3]");
 }
 
+// Every parameter with a gradient at every step: the whole-buffer update,
+// bitwise torch's, with gradients that autograd accumulates into the
+// optimizer's buffer after the first step.
+TEST(AdamW, TheFlatUpdateMatchesTorchAndKeepsAccumulatingInPlace) {
+  NamedParams ours = make_params(11);
+  NamedParams ref_named = make_params(11);
+  AdamWOptions o;
+  o.weight_decay = 0.1;
+  AdamW ours_opt(ours, o);
+  std::vector<at::Tensor> decay, no_decay;
+  for (const auto& [n, t] : ref_named) (is_no_decay_name(n) ? no_decay : decay).push_back(t);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.1)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.0)));
+  torch::optim::AdamW torch_opt(groups, torch::optim::AdamWOptions(1e-2));
+  std::map<std::string, const void*> buffer;
+  for (int s = 0; s < 4; ++s) {
+    for (NamedParams* side : {&ours, &ref_named}) {
+      int i = 0;
+      for (auto& [n, p] : *side) {
+        // A small graph per parameter: backward accumulates (p * g).sum()'s gradient g.
+        (p * grad_for(p, i++, s)).sum().backward();
+      }
+    }
+    torch_opt.step();
+    ours_opt.step(1e-2);
+    for (const auto& [n, t] : ours) {
+      EXPECT_TRUE(at::equal(t, ref_named.at(n))) << n << " after step " << s;
+      if (s == 0) buffer[n] = t.grad().data_ptr();
+      EXPECT_EQ(t.grad().data_ptr(), buffer[n]) << n << ": the gradient left the optimizer's buffer at step " << s;
+    }
+    ours_opt.zero_grad();
+    torch_opt.zero_grad();
+  }
+  EXPECT_EQ(ours_opt.state().params.at("word_embeddings.weight").step, 4);
+}
+
 TEST(AdamW, ZeroGradKeepsGradsDefined) {
   auto w = at::ones({2}, at::kDouble).requires_grad_(true);
   w.mutable_grad() = at::ones({2}, at::kDouble);
