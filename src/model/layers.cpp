@@ -51,6 +51,15 @@ CausalSelfAttention::CausalSelfAttention(const TransformerConfig& config)
   proj_ = register_module("proj", std::make_shared<RowParallelLinear>(hidden, hidden, true, dtype, tp));
 }
 
+const at::Tensor& CausalSelfAttention::causal_bias(int64_t seq, int64_t past, c10::ScalarType dtype) {
+  if (!bias_.defined() || bias_.size(0) != seq || bias_.size(1) != past + seq || bias_.scalar_type() != dtype) {
+    const auto future = at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1);
+    bias_ = at::zeros({seq, past + seq}, at::TensorOptions().dtype(dtype))
+                .masked_fill_(future, -std::numeric_limits<double>::infinity());
+  }
+  return bias_;
+}
+
 torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCache* cache) {
   // Under sequence parallelism x holds this rank's share of the sequence and
   // qkv's input is the whole of it.
@@ -69,7 +78,8 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
     cache->keys = k;
     cache->values = v;
   }
-  at::Tensor future;
+  // Additive: 0 where a query sees the key, -inf where it must not.
+  at::Tensor bias;
   if (cp_.size > 1) {
     if (cache) throw std::invalid_argument("context parallelism does not decode with a KV cache");
     // The keys and values of the whole sequence; this rank's queries at their global positions.
@@ -77,14 +87,20 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
     v = gather_context_parallel(v, 2, cp_);
     const int64_t total = k.size(2);
     const auto keys = at::arange(total, at::TensorOptions().dtype(at::kLong));
-    future = keys.unsqueeze(0) > context_parallel_positions(total, cp_).unsqueeze(1);
+    const auto future = keys.unsqueeze(0) > context_parallel_positions(total, cp_).unsqueeze(1);
+    bias = at::zeros(future.sizes(), q.options()).masked_fill_(future, -std::numeric_limits<double>::infinity());
   } else {
     // Query i sits at position past + i: it sees keys 0 .. past + i.
-    future = at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1);
+    bias = causal_bias(seq, past, q.scalar_type());
   }
-  auto scores = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  const auto y = at::matmul(at::softmax(scores, -1), v);  // [batch, heads, seq, head_dim]
+  // scores = q k^T / sqrt(head_dim) + bias as one batched product: the scale
+  // and the mask cost no passes over the scores, forward or backward.
+  const int64_t rows = batch * heads_, keys = k.size(2);
+  const auto scores = at::baddbmm(bias, q.reshape({rows, seq, head_dim_}),
+                                  k.reshape({rows, keys, head_dim_}).transpose(1, 2), 1.0,
+                                  1.0 / std::sqrt(double(head_dim_)));
+  const auto y = at::bmm(at::softmax(scores, -1), v.reshape({rows, keys, head_dim_}))
+                     .view({batch, heads_, seq, head_dim_});
   return proj_->forward(y.transpose(1, 2).reshape({batch, seq, heads_ * head_dim_}));
 }
 
