@@ -16,8 +16,8 @@
 // One flat buffer per dtype holds the gradients and each of exp_avg and
 // exp_avg_sq, as Megatron's contiguous gradient buffer does: when every
 // parameter of a dtype has a gradient and the same step count, the update is
-// a dozen operations over the flat buffers and three per parameter, not a dozen
-// per parameter, with bitwise the same result. A step moves a gradient that is
+// a dozen operations over the flat buffers and at most four per parameter,
+// not a dozen per parameter, with bitwise the same result. A step moves a gradient that is
 // not yet in the buffer into it and points the parameter's .grad() there;
 // autograd then accumulates into it in place. The parameters stay where they
 // are (tied copies share their storage).
