@@ -51,11 +51,21 @@ CausalSelfAttention::CausalSelfAttention(const TransformerConfig& config)
   proj_ = register_module("proj", std::make_shared<RowParallelLinear>(hidden, hidden, true, dtype, tp));
 }
 
-const at::Tensor& CausalSelfAttention::causal_bias(int64_t seq, int64_t past, c10::ScalarType dtype) {
-  if (!bias_.defined() || bias_.size(0) != seq || bias_.size(1) != past + seq || bias_.scalar_type() != dtype) {
-    const auto future = at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1);
-    bias_ = at::zeros({seq, past + seq}, at::TensorOptions().dtype(dtype))
-                .masked_fill_(future, -std::numeric_limits<double>::infinity());
+namespace {
+
+// The additive form of a mask of positions a query must not see, with the
+// dtype and device of `like`: 0 where it sees the key, -inf where it must not.
+at::Tensor additive_mask(const at::Tensor& future, const at::Tensor& like) {
+  return at::zeros(future.sizes(), like.options())
+      .masked_fill_(future.to(like.device()), -std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+
+const at::Tensor& CausalSelfAttention::causal_bias(int64_t seq, int64_t past, const at::Tensor& like) {
+  if (!bias_.defined() || bias_.size(0) != seq || bias_.size(1) != past + seq ||
+      bias_.scalar_type() != like.scalar_type() || bias_.device() != like.device()) {
+    bias_ = additive_mask(at::ones({seq, past + seq}, at::TensorOptions().dtype(at::kBool)).triu(past + 1), like);
   }
   return bias_;
 }
@@ -78,8 +88,7 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
     cache->keys = k;
     cache->values = v;
   }
-  // Additive: 0 where a query sees the key, -inf where it must not.
-  at::Tensor bias;
+  at::Tensor bias;  // additive_mask()
   if (cp_.size > 1) {
     if (cache) throw std::invalid_argument("context parallelism does not decode with a KV cache");
     // The keys and values of the whole sequence; this rank's queries at their global positions.
@@ -88,10 +97,10 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
     const int64_t total = k.size(2);
     const auto keys = at::arange(total, at::TensorOptions().dtype(at::kLong));
     const auto future = keys.unsqueeze(0) > context_parallel_positions(total, cp_).unsqueeze(1);
-    bias = at::zeros(future.sizes(), q.options()).masked_fill_(future, -std::numeric_limits<double>::infinity());
+    bias = additive_mask(future, q);
   } else {
     // Query i sits at position past + i: it sees keys 0 .. past + i.
-    bias = causal_bias(seq, past, q.scalar_type());
+    bias = causal_bias(seq, past, q);
   }
   // scores = q k^T / sqrt(head_dim) + bias as one batched product: the scale
   // and the mask cost no passes over the scores, forward or backward.

@@ -70,9 +70,9 @@ class CausalSelfAttention : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, AttentionCache* cache = nullptr);
 
  private:
-  // The additive causal mask of seq queries after past cached positions,
-  // kept for the next call of the same shape.
-  const at::Tensor& causal_bias(int64_t seq, int64_t past, c10::ScalarType dtype);
+  // The additive causal mask of seq queries after past cached positions, in
+  // like's dtype and device, kept for the next call of the same shape.
+  const at::Tensor& causal_bias(int64_t seq, int64_t past, const at::Tensor& like);
 
   at::Tensor bias_;
   int64_t heads_;  // this rank's

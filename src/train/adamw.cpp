@@ -60,7 +60,7 @@ AdamW::AdamW(NamedParams params, AdamWOptions options)
     });
     if (f == flats_.end()) f = flats_.insert(flats_.end(), Flat{});
     const std::int64_t offset = f->slots.empty() ? 0 : f->slots.back().offset + f->slots.back().param.numel();
-    f->slots.push_back(Slot{name, p, {}, {}, {}, offset});
+    f->slots.push_back(Slot{name, p, {}, {}, {}, offset, decays(name)});
   }
   for (Flat& f : flats_) {
     const Slot& last = f.slots.back();
@@ -132,7 +132,7 @@ bool AdamW::step_flat(Flat& f, double lr) {
   if (step < 0) return true;  // nothing to update
   step += 1;
   for (Slot& s : f.slots)
-    if (s.param.grad().defined() && decays(s.name)) s.param.mul_(1 - lr * options_.weight_decay);
+    if (s.param.grad().defined() && s.decays) s.param.mul_(1 - lr * options_.weight_decay);
   const at::Tensor delta = adam_delta(f.grads, f.exp_avg, f.exp_avg_sq, step, lr, options_);
   for (Slot& s : f.slots) {
     if (!s.param.grad().defined()) continue;
@@ -144,7 +144,7 @@ bool AdamW::step_flat(Flat& f, double lr) {
 
 void AdamW::step_one(Slot& s, double lr) {
   if (!s.param.grad().defined()) return;
-  if (decays(s.name)) s.param.mul_(1 - lr * options_.weight_decay);
+  if (s.decays) s.param.mul_(1 - lr * options_.weight_decay);
   auto& st = state_.params[s.name];
   st.exp_avg = s.exp_avg;
   st.exp_avg_sq = s.exp_avg_sq;

@@ -98,6 +98,7 @@ class AdamW {
     at::Tensor param;
     at::Tensor grad, exp_avg, exp_avg_sq;  // views of the Flat's buffers
     std::int64_t offset = 0;
+    bool decays = false;  // decays(name), fixed by the name and the options
   };
   struct Flat {  // the parameters of one dtype and device
     at::Tensor grads, exp_avg, exp_avg_sq;
