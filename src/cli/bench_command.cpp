@@ -49,6 +49,7 @@ struct BenchArgs {
   bool overhead = false;
   int profile_ops = 0;  // > 0: each rank prints its top operators of one step
   bool comm = false;    // also src/comm against plain c10d (bench_comm.hpp)
+  int comm_rounds = 15;
   model::TransformerConfig model;
   std::string json;
 };
@@ -323,7 +324,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
                            train::progress_mode_of_stdout(), std::cout);
   std::int64_t timed = 0;
   for (const auto& name : schedules) results.push_back(bench_schedule(a, name, pg, progress, timed));
-  const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg) : std::vector<CommBenchRow>{};
+  const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg, a.comm_rounds) : std::vector<CommBenchRow>{};
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
   std::cout << std::left << std::setw(16) << "schedule" << std::right << std::setw(13) << "measured ms"
@@ -375,10 +376,11 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     }
   }
   nlohmann::json comm = nlohmann::json::array();
+  auto spread_json = [](const Spread& s) { return nlohmann::json{{"median", s.median}, {"low", s.low}, {"high", s.high}}; };
   for (const auto& r : comm_rows)
     comm.push_back({{"op", r.op}, {"bytes", r.bytes}, {"hyperpipe_us", r.hyperpipe_us}, {"c10d_us", r.c10d_us},
-                    {"ratio", r.ratio()}});
-  if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows) << std::flush;
+                    {"ratio", spread_json(r.ratio)}, {"control", spread_json(r.control)}});
+  if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows, a.comm_rounds) << std::flush;
   if (!a.json.empty()) std::ofstream(a.json) << nlohmann::json{{"schedules", results}, {"comm", comm}}.dump(2) << "\n";
   return 0;
 }
@@ -417,6 +419,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--comm", a->comm,
                 "also time src/comm's messages (4 KiB to 16 MiB, rank 0 <-> 1) and broadcasts against plain c10d Gloo");
+  cmd->add_option("--comm-rounds", a->comm_rounds, "rounds of --comm (each times every size on every path once)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   add_emulate_flags(cmd, &a->model.emulate);
   cmd->add_option("--json", a->json, "also write the results as JSON");
   cmd->callback([a, exit_code, nproc] {

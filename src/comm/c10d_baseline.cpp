@@ -14,12 +14,12 @@ struct C10dBaseline::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
 };
 
-C10dBaseline::C10dBaseline(const ProcessGroup& group) : impl_(std::make_unique<Impl>()) {
+C10dBaseline::C10dBaseline(const ProcessGroup& group, const std::string& name) : impl_(std::make_unique<Impl>()) {
   const DistEnv& env = group.env();
   if (env.world_size < 2) throw std::invalid_argument("the c10d baseline needs at least two ranks");
   // Its own store connection and Gloo mesh, as a separate torch.distributed program would make them.
   auto store = c10::make_intrusive<c10d::PrefixStore>(
-      "hyperpipe/c10d-baseline", connect_to_store(env, group.store_port(), group.timeout()));
+      "hyperpipe/" + name, connect_to_store(env, group.store_port(), group.timeout()));
   const std::string address = local_address_towards(env.master_addr, env.master_port);
   auto options = c10d::ProcessGroupGloo::Options::create(group.timeout());
   options->devices.push_back(address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()

@@ -4,7 +4,8 @@
 // baseline `hyperpipe bench --comm` measures src/comm against.
 //
 // Contract: created by every rank of the job's group, in the same order as
-// any other group (it rendezvous under its own store prefix); blocking calls
+// any other group (it rendezvous under its own store prefix, `name`: two
+// baselines of one job need two names); blocking calls
 // with c10d's semantics (same byte size on both sides of a send/recv);
 // contiguous CPU tensors only. One thread. Lives no longer than `group`.
 #pragma once
@@ -12,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <string>
 
 #include "comm/process_group.hpp"
 
@@ -19,7 +21,7 @@ namespace hp::comm {
 
 class C10dBaseline {
  public:
-  explicit C10dBaseline(const ProcessGroup& group);
+  explicit C10dBaseline(const ProcessGroup& group, const std::string& name = "c10d-baseline");
   ~C10dBaseline();
   C10dBaseline(const C10dBaseline&) = delete;
   C10dBaseline& operator=(const C10dBaseline&) = delete;

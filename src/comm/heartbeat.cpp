@@ -34,8 +34,8 @@ struct Board {
   std::mutex mu;
   std::int64_t step = 0;
   int action = -1, actions = 0;
-  std::string doing;
-  std::string waiting;
+  NoteText doing;  // empty: none
+  NoteText waiting;
   std::int64_t waiting_since = 0;
   std::int64_t moved = 0;  // when step or action last changed
   std::thread::id owner;
@@ -70,17 +70,17 @@ void note_step(std::int64_t step) {
   std::lock_guard<std::mutex> lock(board.mu);
   board.step = step;
   board.action = -1;
-  board.doing.clear();
+  board.doing = nullptr;
   board.moved = wall_ms();
   if (board.wake) board.wake();
 }
 
-void note_action(int index, int count, const std::string& what) {
+void note_action(int index, int count, NoteText what) {
   if (!board.active) return;
   std::lock_guard<std::mutex> lock(board.mu);
   board.action = index;
   board.actions = count;
-  board.doing = what;
+  board.doing = std::move(what);
   board.moved = wall_ms();
 }
 
@@ -88,10 +88,10 @@ namespace detail {
 
 bool WaitNote::wanted() { return board.active && std::this_thread::get_id() == board.owner; }
 
-WaitNote::WaitNote(const std::string& what) {
+WaitNote::WaitNote(NoteText what) {
   if (!wanted()) return;
   std::lock_guard<std::mutex> lock(board.mu);
-  board.waiting = what;
+  board.waiting = std::move(what);
   board.waiting_since = wall_ms();
   noted_ = true;
 }
@@ -99,7 +99,7 @@ WaitNote::WaitNote(const std::string& what) {
 WaitNote::~WaitNote() {
   if (!noted_) return;
   std::lock_guard<std::mutex> lock(board.mu);
-  board.waiting.clear();
+  board.waiting = nullptr;
 }
 
 }  // namespace detail
@@ -129,8 +129,8 @@ struct Heartbeat::State {
       j["step"] = board.step;
       j["action"] = board.action;
       j["actions"] = board.actions;
-      j["doing"] = board.doing;
-      j["waiting"] = board.waiting;
+      j["doing"] = board.doing ? board.doing() : "";
+      j["waiting"] = board.waiting ? board.waiting() : "";
       j["waiting_since"] = board.waiting_since;
       j["moved"] = board.moved;
     }
@@ -229,8 +229,8 @@ Heartbeat::Heartbeat(const ProcessGroup& job, HeartbeatOptions options) : state_
     board.owner = std::this_thread::get_id();
     board.step = 0;
     board.action = -1;
-    board.doing = "starting";
-    board.waiting.clear();
+    board.doing = [] { return std::string("starting"); };
+    board.waiting = nullptr;
     board.moved = wall_ms();
   }
   board.wake = [st = std::weak_ptr<State>(state_)] {

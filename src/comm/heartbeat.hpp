@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,19 +32,27 @@ namespace hp::comm {
 class ProcessGroup;
 
 // Position notes (process-wide; no-ops while no Heartbeat exists, which
-// positions_noted() tells before a caller formats a note).
+// positions_noted() tells before a caller builds a note). A note's text is
+// made only when a beat publishes it (on the heartbeat's thread, under the
+// board's lock, about once an interval), not when it is noted: notes sit on
+// every action's and every message wait's path, where formatting text cost
+// more than a small message's transfer.
+using NoteText = std::function<std::string()>;
 bool positions_noted();
 void note_step(std::int64_t step);
-void note_action(int index, int count, const std::string& what);
+// `what` must not refer to anything that dies before the next note_step or
+// note_action (capture by value).
+void note_action(int index, int count, NoteText what);
 
 namespace detail {
 // Marks the owner thread as waiting for `what` (peer named by its global
-// rank) for the object's lifetime. Other threads' waits are not noted.
+// rank) for the object's lifetime; `what` may refer to anything that outlives
+// the object. Other threads' waits are not noted.
 class WaitNote {
  public:
   // Whether this thread's waits are noted (a Heartbeat exists and this is its owner).
   static bool wanted();
-  explicit WaitNote(const std::string& what);
+  explicit WaitNote(NoteText what);
   ~WaitNote();
   WaitNote(const WaitNote&) = delete;
   WaitNote& operator=(const WaitNote&) = delete;

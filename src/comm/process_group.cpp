@@ -161,9 +161,11 @@ class GlooWork final : public detail::WorkImpl {
     std::string message;
     std::optional<detail::WaitNote> note;
     if (detail::WaitNote::wanted()) {
-      OpInfo noted = info_;
-      noted.peer = global_of(*sh_, noted.peer);
-      note.emplace(describe(noted) + group_suffix(*sh_));
+      note.emplace([this] {
+        OpInfo noted = info_;
+        noted.peer = global_of(*sh_, noted.peer);
+        return describe(noted) + group_suffix(*sh_);
+      });
     }
     try {
       ok = work_->wait(sh_->timeout);

@@ -35,7 +35,7 @@ void SendQueue::drain() {
   // The owner thread waits here for its peers to take the sends: the
   // heartbeat shows that as a wait, not as a rank stuck in its own code.
   std::optional<detail::WaitNote> note;
-  if (detail::WaitNote::wanted()) note.emplace("its sends still in flight (" + std::to_string(pending()) + ")");
+  if (detail::WaitNote::wanted()) note.emplace([n = pending()] { return "its sends still in flight (" + std::to_string(n) + ")"; });
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return failure_ || (queue_.empty() && waiting_ == 0); });
   rethrow_failure();

@@ -321,7 +321,7 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
   const int count = static_cast<int>(actions.size());
   while (i < actions.size()) {
     const Action& a = actions[i];
-    if (noted) comm::note_action(static_cast<int>(i), count, describe(a));
+    if (noted) comm::note_action(static_cast<int>(i), count, [a] { return describe(a); });
     if (!handlers_.count(a.type))
       throw std::invalid_argument("rank " + std::to_string(rank_) + " position " + std::to_string(i) + " (" +
                                   describe(a) + "): no handler is registered for " +
@@ -336,7 +336,7 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
     run_action(a);
     ++i;
   }
-  if (noted) comm::note_action(count, count, "the step's last sends");
+  if (noted) comm::note_action(count, count, [] { return std::string("the step's last sends"); });
   if (sends_) {
     const double start = trace_ ? trace_->now_us() : 0;
     sends_->drain();
