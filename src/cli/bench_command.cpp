@@ -13,11 +13,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/bench_advise.hpp"
 #include "cli/bench_comm.hpp"
 #include "cli/emulate_flags.hpp"
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
-#include "model/gpt_stages.hpp"
+#include "cli/vision_flags.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/action_trace.hpp"
 #include "runtime/pipeline.hpp"
@@ -25,8 +26,10 @@
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
 #include "train/adamw.hpp"
+#include "train/gpt_task.hpp"
 #include "train/op_profile.hpp"
 #include "train/progress.hpp"
+#include "train/vl_task.hpp"
 
 namespace hp::cli {
 namespace {
@@ -50,7 +53,9 @@ struct BenchArgs {
   int profile_ops = 0;  // > 0: each rank prints its top operators of one step
   bool comm = false;    // also src/comm against plain c10d (bench_comm.hpp)
   int comm_rounds = 15;
-  model::TransformerConfig model;
+  std::string model_name = "gpt";  // gpt or vl
+  model::TransformerConfig model;  // the GPT, or VL's text body
+  model::VisionConfig vision;      // --model vl
   std::string json;
 };
 
@@ -67,19 +72,27 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
-model::GPTStagesOptions gpt_options(const BenchArgs& a) {
-  model::GPTStagesOptions g;
-  g.config = a.model;
-  g.config.max_seq_len = a.seq_len;
-  g.micro_batch_rows = a.micro_batch_size;
-  g.seq_len = a.seq_len;
-  if (!a.layers_per_stage.empty()) g.layers_per_stage = layer_counts_from_flag(a.layers_per_stage);
-  return g;
+// --model: the family as a train::Task, the same as train builds it (GPT on
+// the embedded text, VL on its synthetic captioned images).
+std::unique_ptr<train::Task> bench_task(const BenchArgs& a) {
+  std::vector<int> counts;
+  if (!a.layers_per_stage.empty()) counts = layer_counts_from_flag(a.layers_per_stage);
+  if (a.model_name != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
+  if (a.model_name == "gpt") {
+    train::GptTaskOptions g{a.model, counts, {}};
+    g.model.max_seq_len = a.seq_len;
+    g.data.micro_batch_size = a.micro_batch_size;
+    g.data.seq_len = a.seq_len;
+    return std::make_unique<train::GptTask>(g);
+  }
+  if (a.model_name == "vl") return std::make_unique<train::VlTask>(train::VlTaskOptions{a.model, a.vision, counts, a.micro_batch_size});
+  throw std::invalid_argument("--model " + a.model_name + ": allowed: gpt, vl");
 }
 
 // A --schedules entry: a schedule's name, or "mpipe/BODY" for MPipe around
 // another body than the interleaved one ("mpipe").
-runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string& name, int world) {
+runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string& name, int world,
+                                          const train::Task& task) {
   runtime::PipelineOptions o;
   auto& s = o.schedule;
   const auto slash = name.find('/');
@@ -103,7 +116,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   o.schedule.micro_batches = a.mb;
   o.executor.pseudo_deallocate = a.pseudo_deallocate;
   runtime::validate_pipeline_options(o);
-  model::check_gpt_layout(gpt_options(a), o.schedule);
+  task.validate(o.schedule);
   return o;
 }
 
@@ -229,10 +242,10 @@ void print_op_profile(runtime::Pipeline& p, const std::vector<runtime::MicroBatc
 // calibrated costs. Collective over pg; "no-pipelining" in a job of several
 // ranks is the single-process reference: rank 0 runs the whole model alone
 // while the others wait (its row is rank 0's).
-nlohmann::json bench_schedule(const BenchArgs& a, const std::string& name, comm::ProcessGroup* pg,
-                              train::Progress& progress, std::int64_t& timed) {
+nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const std::string& name,
+                              comm::ProcessGroup* pg, train::Progress& progress, std::int64_t& timed) {
   const int world = pg ? pg->world_size() : 1;
-  const auto options = pipeline_options(a, name, world);
+  const auto options = pipeline_options(a, name, world, task);
   const bool alone = options.schedule.pp == 1 && world > 1;
   if (alone && pg->rank() != 0) {
     timed += a.steps;
@@ -241,11 +254,14 @@ nlohmann::json bench_schedule(const BenchArgs& a, const std::string& name, comm:
   }
   comm::ProcessGroup* group = alone ? nullptr : pg;
   const int rank = group ? group->rank() : 0;
-  const auto& layout = options.schedule;
-  const runtime::RankModel model = model::build_gpt_stages(gpt_options(a), layout, rank);
+  const runtime::RankModel model = task.build(options.schedule, rank, {});
   runtime::Pipeline p(options, rank, group, model);
-  auto batch = at::randint(a.model.vocab_size, {a.micro_batch_size * a.mb, a.seq_len + 1}, at::kLong);
-  const auto micros = model::lm_micro_batches(runtime::split_microbatches(batch, a.mb));
+  // The layout as the pipeline runs it (a frozen preprocess makes MPipe's frozen).
+  const auto& layout = p.options().schedule;
+  // Every rank loads the whole batch: calibration runs any stage on micro-batch 0.
+  runtime::Reads all{{}, true, true};
+  for (int m = 0; m < a.mb; ++m) all.input_micros.push_back(m);
+  const auto micros = task.batch(0, a.mb, all);
   const std::string label = name + " v" + std::to_string(layout.vpp);
   p.step(micros);  // warm-up
   p.zero_grad();
@@ -323,7 +339,8 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   train::Progress progress(1, static_cast<std::int64_t>(schedules.size()) * a.steps, a.steps,
                            train::progress_mode_of_stdout(), std::cout);
   std::int64_t timed = 0;
-  for (const auto& name : schedules) results.push_back(bench_schedule(a, name, pg, progress, timed));
+  const auto task = bench_task(a);
+  for (const auto& name : schedules) results.push_back(bench_schedule(a, *task, name, pg, progress, timed));
   const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg, a.comm_rounds) : std::vector<CommBenchRow>{};
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
@@ -359,6 +376,30 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     std::cout << "fastest: measured " << measured << ", simulated " << simulated
               << (measured == simulated ? " (the simulator picks the measured winner)" : " (they differ)") << "\n";
   }
+  // The advisor's pick among the measured layouts, on the emulated layer costs.
+  const int world = pg ? pg->world_size() : 1;
+  std::vector<MeasuredLayout> layouts;
+  for (std::size_t i = 0; i < schedules.size(); ++i) {
+    const auto layout = pipeline_options(a, schedules[i], world, *task).schedule;
+    if (layout.pp == world && world > 1)
+      layouts.push_back({results[i]["schedule"].get<std::string>() + " v" + std::to_string(layout.vpp), layout,
+                         results[i]["measured_ms"].get<double>()});
+  }
+  std::string why_not;
+  const auto advisor = check_advisor(a.model, a.model_name == "vl" ? &a.vision : nullptr, a.layers_per_stage.empty(),
+                                     world, a.mb, layouts, &why_not);
+  nlohmann::json advisor_json = nullptr;
+  if (advisor) {
+    std::cout << format_advisor_check(*advisor);
+    advisor_json = {{"first_choice", advisor->first_choice},
+                    {"first_predicted_ms", advisor->first_predicted},
+                    {"first_measured", advisor->first_measured},
+                    {"first_measured_rank", advisor->first_measured_rank},
+                    {"measured_fastest", advisor->measured_fastest},
+                    {"agrees", advisor->agrees()}};
+  } else {
+    std::cout << "advisor: not asked: " << why_not << "\n";
+  }
   if (a.overhead) {
     std::cout << "\nwhere one step went, ms (compute without waits | waits: for received data, the last sends, the"
                  " reductions | posting messages | the rest: the runtime between actions | an AdamW step)\n";
@@ -381,7 +422,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     comm.push_back({{"op", r.op}, {"bytes", r.bytes}, {"hyperpipe_us", r.hyperpipe_us}, {"c10d_us", r.c10d_us},
                     {"ratio", spread_json(r.ratio)}, {"control", spread_json(r.control)}});
   if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows, a.comm_rounds) << std::flush;
-  if (!a.json.empty()) std::ofstream(a.json) << nlohmann::json{{"schedules", results}, {"comm", comm}}.dump(2) << "\n";
+  if (!a.json.empty()) std::ofstream(a.json) << nlohmann::json{{"schedules", results}, {"advisor", advisor_json}, {"comm", comm}}.dump(2) << "\n";
   return 0;
 }
 
@@ -405,7 +446,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "or counts for the chunked ones)");
   cmd->add_option("--mb", a->mb, "micro-batches per step")->capture_default_str();
   cmd->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->capture_default_str();
+  cmd->add_option("--seq-len", a->seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
+  cmd->add_option("--model", a->model_name,
+                  "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images")
+      ->capture_default_str();
+  add_vision_flags(cmd, &a->vision);
   cmd->add_option("--layers", a->model.num_layers, "transformer layers")->capture_default_str();
   cmd->add_option("--hidden", a->model.hidden_size, "hidden size")->capture_default_str();
   cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
@@ -432,7 +477,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
           if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
           if (a->comm && world < 2)
             throw std::invalid_argument("--comm times messages between ranks: give --nproc 2 or more");
-          for (const auto& name : split(a->schedules)) pipeline_options(*a, name, world);
+          const auto task = bench_task(*a);
+          for (const auto& name : split(a->schedules)) pipeline_options(*a, name, world, *task);
         },
         [a](comm::ProcessGroup* pg) { return bench_rank(*a, pg); });
   });

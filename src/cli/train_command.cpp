@@ -9,6 +9,7 @@
 #include "cli/job.hpp"
 #include "comm/mesh.hpp"
 #include "cli/option_flags.hpp"
+#include "cli/vision_flags.hpp"
 #include "train/gpt_task.hpp"
 #include "train/hybrid_task.hpp"
 #include "schedule/advise.hpp"
@@ -258,7 +259,6 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
       ->capture_default_str();
   cmd->add_option("--mpipe-body", a->mpipe_body, kMPipeBodyHelp)->capture_default_str();
   cmd->add_flag("--owner-backward", s.mpipe.owner_backward, "MPipe: owners run the preprocess backward");
-  auto& v = a->vision;
   cmd->add_option("--model", a->model_name, "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images; hybrid: Mamba, attention, MLP and MoE layers from --hybrid-pattern")->capture_default_str();
   cmd->add_option("--hybrid-pattern", hy.pattern, "hybrid: M Mamba, * attention, - MLP, E mixture of experts, | pipeline segment (one per stage)")->capture_default_str();
   cmd->add_option("--moe-experts", hy.moe.num_experts, "hybrid: experts per E layer")->capture_default_str();
@@ -267,12 +267,7 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--moe-top-k", hy.moe.top_k, "hybrid: experts per token")->capture_default_str();
   cmd->add_option("--moe-aux-loss-coeff", hy.moe.aux_loss_coeff, "hybrid: weight of the load-balancing loss")->capture_default_str();
   cmd->add_option("--mamba-state", hy.mamba.state_size, "hybrid: state size N of the Mamba mixers")->capture_default_str();
-  cmd->add_option("--vision-layers", v.num_layers, "vl: vision tower blocks V (MPipe T counts these, 1..V)")->capture_default_str();
-  cmd->add_flag("--freeze-vision", v.frozen, "vl: the tower does not train (MPipe broadcasts it once)");
-  cmd->add_option("--image-size", v.image_size, "vl: pixels per image side")->capture_default_str();
-  cmd->add_option("--patch-size", v.patch_size, "vl: pixels per patch side")->capture_default_str();
-  cmd->add_option("--vision-hidden", v.hidden_size, "vl: tower width")->capture_default_str();
-  cmd->add_option("--vision-heads", v.num_attention_heads, "vl: tower attention heads")->capture_default_str();
+  add_vision_flags(cmd, &a->vision);
   cmd->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch")->capture_default_str();
   cmd->add_option("--seq-len", a->data.seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
   cmd->add_flag("--variable-seq-len", a->data.variable_seq_len,

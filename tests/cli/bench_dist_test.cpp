@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -94,6 +95,41 @@ TEST(BenchDist, MPipeRowsAroundEachBodySitBesideTheirBodies) {
       EXPECT_GE(pre_b, 4) << row.dump();
     }
   }
+  // Issue 13 part 4: plan --advise's pick among these layouts, beside the measured winner.
+  EXPECT_NE(r.output.find("advisor (plan --advise on the emulated layer costs): first choice "), std::string::npos)
+      << r.output;
+  const auto advisor = nlohmann::json::parse(std::ifstream(dir + "/b.json")).at("advisor");
+  const std::vector<std::string> labels = {"1f1b v1", "mpipe v1", "mpipe/1f1b v1", "mpipe/gpipe v1"};
+  EXPECT_NE(std::find(labels.begin(), labels.end(), advisor.at("first_measured").get<std::string>()), labels.end())
+      << advisor.dump();
+  EXPECT_NE(std::find(labels.begin(), labels.end(), advisor.at("measured_fastest").get<std::string>()), labels.end())
+      << advisor.dump();
+  EXPECT_EQ(advisor.at("agrees").get<bool>(), advisor.at("first_measured") == advisor.at("measured_fastest"));
+}
+
+// Issue 13 part 3: the frozen-VL regime in one bench run. MPipe moves the
+// whole frozen tower off rank 0; the simulation runs the layout the pipeline
+// runs (frozen: no preprocess backward, no broadcast after the first step).
+TEST(BenchDist, AFrozenVisionTowerIsBenchedAndSimulatedAsThePipelineRunsIt) {
+  const std::string dir = fresh_dir("bench-vl");
+  const auto r = run_command(hyperpipe() + " bench --model vl --vision-layers 4 --freeze-vision --layers 2 --nproc 2"
+                                 " --mb 4 --steps 1 --emulate-layer-ms 2 --emulate-only --vpp 1 --transpose-layers 4"
+                                 " --schedules 1f1b,mpipe/1f1b --json " + dir + "/b.json",
+                             120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto json = nlohmann::json::parse(std::ifstream(dir + "/b.json"));
+  const auto& rows = json.at("schedules");
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& one = rows[0];
+  const auto& mpipe = rows[1];
+  EXPECT_GE(mpipe.at("preprocess_ms").at(0).get<double>(), 4 * 2) << mpipe.dump();  // the tower's 4 blocks
+  EXPECT_LT(mpipe.at("preprocess_ms").at(1).get<double>(), 0.1) << mpipe.dump();  // frozen: no backward
+  // Rank 0 runs the tower inside every forward under 1F1B; MPipe spreads it over the warm-up.
+  EXPECT_LT(mpipe.at("simulated_ms").get<double>(), one.at("simulated_ms").get<double>()) << json.dump();
+  EXPECT_FALSE(json.at("advisor").at("first_measured").get<std::string>().empty()) << json.dump();
+  const auto bad = run_command(hyperpipe() + " bench --nproc 2 --freeze-vision");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--freeze-vision needs --model vl"), std::string::npos) << bad.output;
 }
 
 // Issue 13: src/comm's messages and broadcasts beside plain c10d's, in one run.
@@ -104,6 +140,9 @@ TEST(BenchDist, CommTimesEverySizeBesidePlainC10d) {
                              180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("communication: src/comm against plain c10d Gloo, medians of 3 rounds"), std::string::npos)
+      << r.output;
+  // Real compute: the advisor has no layer costs to go on, and says so.
+  EXPECT_NE(r.output.find("advisor: not asked: it needs each layer's cost: give --emulate-layer-ms"), std::string::npos)
       << r.output;
   std::ifstream in(dir + "/b.json");
   const auto comm = nlohmann::json::parse(in).at("comm");
