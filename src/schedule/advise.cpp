@@ -30,13 +30,6 @@ std::string family(const Candidate& c) {
   return c.options.mpipe.transpose_layers == 0 ? "mpipe T=0" : "mpipe T>=1";
 }
 
-double action_time(const SimulationReport& r, int rank, ActionType type) {
-  double t = 0;
-  for (const auto& a : r.ranks[rank].timeline)
-    if (a.action.type == type) t += a.end - a.start;
-  return t;
-}
-
 std::string mpipe_name(const ScheduleOptions& o) {
   const auto& m = o.mpipe;
   std::string n = m.body == ScheduleKind::Interleaved ? "mpipe v=" + std::to_string(o.vpp)
@@ -162,8 +155,8 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
     for (const auto& rank : r.ranks)
       c.peak_layer_activations =
           std::max(c.peak_layer_activations, static_cast<double>(rank.peak_activations) * (m.layers / o.num_stages()));
-    c.broadcast_time = action_time(r, 0, ActionType::MPIPE_PARAM_BROADCAST);
-    c.recompute_time = action_time(r, 0, ActionType::MPIPE_TRANSPOSE_BWD);
+    c.broadcast_time = time_in(r, 0, ActionType::MPIPE_PARAM_BROADCAST);
+    c.recompute_time = time_in(r, 0, ActionType::MPIPE_TRANSPOSE_BWD);
     advice.ranked.push_back(std::move(c));
   }
   if (advice.ranked.empty()) throw std::invalid_argument("no layout of the model can run on schedule.pp " + std::to_string(pp) + ": " +

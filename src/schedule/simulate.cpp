@@ -363,4 +363,11 @@ SimulationReport simulate(const Schedule& s, const CostModel& costs) {
   return Simulator(s, costs).run();
 }
 
+double time_in(const SimulationReport& report, int rank, ActionType type) {
+  double t = 0;
+  for (const auto& a : report.ranks.at(rank).timeline)
+    if (a.action.type == type) t += a.end - a.start;
+  return t;
+}
+
 }  // namespace hp::schedule

@@ -64,4 +64,7 @@ struct SimulationReport {
 // Validates the costs first (CostModel::validate).
 SimulationReport simulate(const Schedule& s, const CostModel& costs);
 
+// The time `rank` spends in actions of `type` in the simulated step.
+double time_in(const SimulationReport& report, int rank, ActionType type);
+
 }  // namespace hp::schedule
