@@ -217,6 +217,9 @@ def main():
     for flag, default in [("lr", 3e-3), ("min-lr", 3e-4), ("weight-decay", 0.01), ("clip-grad", 1.0)]:
         p.add_argument("--" + flag, type=float, default=default)
     p.add_argument("--data", required=True, help="text:PATH, the file hyperpipe trains on with the same flag")
+    p.add_argument("--profile-ops", type=int, default=0,
+                   help="also profile the last step: rank 0 prints its N operators with the most self time"
+                        " (as hyperpipe bench --profile-ops)")
     a = p.parse_args()
     if not a.data.startswith("text:"):
         sys.exit("eager_gpt.py: --data must be text:PATH (one byte, one token), got " + a.data)
@@ -241,7 +244,11 @@ def main():
     optimizer = optimizer_of(a, model)
     params = list(model.parameters())
     shape = (a.micro_batch_size, a.seq_len, a.hidden)
+    profiler = None
     for step in range(1, a.steps + 1):
+        if a.profile_ops > 0 and step == a.steps:
+            profiler = torch.autograd.profiler.profile()
+            profiler.__enter__()
         t0 = time.perf_counter()
         micros = batches(a, tokens, step - 1)
         if a.nproc > 1:
@@ -264,6 +271,11 @@ def main():
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         ms = (time.perf_counter() - t0) * 1000
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+            if rank == 0:
+                print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.profile_ops),
+                      file=sys.stderr)
         if rank == 0:
             print(json.dumps({"step": step, "loss": loss, "step_ms": ms, "grad_norm": norm}), flush=True)
     if a.nproc > 1:
