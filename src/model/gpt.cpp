@@ -173,8 +173,10 @@ torch::Tensor GPTChunk::embed(const torch::Tensor& tokens, const torch::Tensor& 
     fail_here("sequence length " + std::to_string(offset + seq) + " must be in 1..model.max_seq_len " +
               std::to_string(config_.max_seq_len));
   }
-  if (tokens.numel() > 0) {
-    const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
+  // Checked where it costs no device round trip; a device's embedding kernel checks its own.
+  if (tokens.numel() > 0 && tokens.is_cpu()) {
+    const auto [min, max] = at::aminmax(tokens);
+    const int64_t lo = min.item<int64_t>(), hi = max.item<int64_t>();
     if (lo < 0 || hi >= config_.vocab_size) {
       fail_here("token ids must lie in [0, model.vocab_size " + std::to_string(config_.vocab_size) + "), got values in [" +
                 std::to_string(lo) + ", " + std::to_string(hi) + "]");

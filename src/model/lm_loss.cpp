@@ -33,8 +33,10 @@ at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels, const Ten
                                 shape_text(labels));
   }
   const int64_t vocab = logits.size(2) * tp.size;
-  if (labels.numel() > 0) {
-    const int64_t lo = labels.min().item<int64_t>(), hi = labels.max().item<int64_t>();
+  // Checked where it costs no device round trip; a device's loss kernel checks its own.
+  if (labels.numel() > 0 && labels.is_cpu()) {
+    const auto [min, max] = at::aminmax(labels);
+    const int64_t lo = min.item<int64_t>(), hi = max.item<int64_t>();
     if (lo < 0 || hi >= vocab) {
       throw std::invalid_argument("lm_loss: labels must lie in [0, " + std::to_string(vocab) +
                                   ") (the logits' vocabulary, model.vocab_size), got values in [" +

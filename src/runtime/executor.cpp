@@ -220,7 +220,8 @@ void Executor::forward(const Action& a) {
   const double weight = loss_weights_->empty() ? 1.0 : loss_weights_->at(a.micro);
   at::Tensor loss = loss_(out, mb.target) * weight;
   if (!layout_.forward_only) st.set_loss(a.micro, loss);
-  loss_sum_ += loss.item<double>();
+  const at::Tensor sum = loss.detach().to(at::kDouble);
+  loss_sum_ = loss_sum_.defined() ? loss_sum_ + sum : sum;
 }
 
 void Executor::backward(const Action& a) {
@@ -313,7 +314,7 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
                                 std::to_string(micros.size()) + " micro-batches");
   micros_ = &micros;
   loss_weights_ = &loss_weights;
-  loss_sum_ = 0;
+  loss_sum_ = at::Tensor();
   outputs_.clear();
   for (auto& [index, st] : stages_) st->reset();
   size_t i = 0;
@@ -350,7 +351,7 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
   micros_ = nullptr;
   loss_weights_ = nullptr;
   ++runs_;
-  return loss_sum_;
+  return loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
 }
 
 }  // namespace hp::runtime

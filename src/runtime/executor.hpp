@@ -159,7 +159,10 @@ class Executor {
   std::unique_ptr<comm::P2P> p2p_;
   std::unique_ptr<comm::SendQueue> sends_;  // with p2p_
   std::map<int, comm::Work> recvs_;
-  double loss_sum_ = 0;
+  // The weighted losses of the step, summed in double on the loss's device:
+  // read once at the end of run(), not once per micro-batch (on a GPU each
+  // read would wait for the device).
+  at::Tensor loss_sum_;
   ActionTrace* trace_ = nullptr;
   const schedule::Action* current_ = nullptr;  // the action running (for traced waits)
   std::int64_t posted_bytes_ = 0;               // by the last post_send / post_recv (traced posts)
