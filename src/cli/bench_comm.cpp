@@ -7,7 +7,6 @@
 #include <chrono>
 #include <functional>
 #include <iomanip>
-#include <numeric>
 #include <sstream>
 
 #include "comm/c10d_baseline.hpp"

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <vector>
 #include <malloc.h>
@@ -77,7 +78,10 @@ TEST(TensorMemory, RetainedPagesAreReusedWithoutFaults) {
   const long before = faults_of_a_round();
   hp::runtime::tensor_memory::retain_freed_pages();
   for (int warm = 0; warm < 3; ++warm) faults_of_a_round();  // the heap grows to its working size
-  const long after = faults_of_a_round();
+  // The fewest of five rounds: a round may also count a fault of something
+  // else the process does meanwhile (CI's loaded machine once saw 128).
+  long after = faults_of_a_round();
+  for (int round = 0; round < 4; ++round) after = std::min(after, faults_of_a_round());
   EXPECT_GT(before, 1900) << "with glibc's starting thresholds a freed round goes back to the kernel";
   EXPECT_LT(after, 100) << "freed pages should be reused without faulting them in again";
 }
