@@ -74,6 +74,11 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
+// A result row's name as bench prints it: "1f1b v1", "mpipe/1f1b v1".
+std::string row_label(const nlohmann::json& row) {
+  return row["schedule"].get<std::string>() + " v" + std::to_string(row["vpp"].get<int>());
+}
+
 // --model: the family as a train::Task, the same as train builds it (GPT on
 // the embedded text, VL on its synthetic captioned images).
 std::unique_ptr<train::Task> bench_task(const BenchArgs& a) {
@@ -382,7 +387,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   for (auto& r : results) {
     const double m = r["measured_ms"], s = r["simulated_ms"];
     r["measured_over_simulated"] = m / s;
-    std::cout << std::left << std::setw(16) << (r["schedule"].get<std::string>() + " v" + std::to_string(r["vpp"].get<int>()))
+    std::cout << std::left << std::setw(16) << row_label(r)
               << std::right << std::fixed << std::setprecision(2) << std::setw(13) << m << std::setw(14) << s
               << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0;
     // The measured step beyond the busiest rank's compute, over that compute.
@@ -402,7 +407,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
       const auto it = std::min_element(results.begin(), results.end(), [&](const auto& x, const auto& y) {
         return x[key].template get<double>() < y[key].template get<double>();
       });
-      return (*it)["schedule"].get<std::string>() + " v" + std::to_string((*it)["vpp"].get<int>());
+      return row_label(*it);
     };
     const std::string measured = fastest("measured_ms"), simulated = fastest("simulated_ms");
     std::cout << "fastest: measured " << measured << ", simulated " << simulated
@@ -416,7 +421,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
                    " backward (recompute included)\n";
     mpipe_header = true;
     const auto& w = r["mpipe_rank0_ms"];
-    std::cout << std::left << std::setw(16) << (r["schedule"].get<std::string>() + " v" + std::to_string(r["vpp"].get<int>()))
+    std::cout << std::left << std::setw(16) << row_label(r)
               << std::right << std::setprecision(2) << std::setw(10) << w["broadcast"][0].get<double>() << " ("
               << w["broadcast"][1].get<double>() << ")" << std::setw(10) << w["preprocess_backward"][0].get<double>()
               << " (" << w["preprocess_backward"][1].get<double>() << ")\n";
@@ -427,8 +432,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   for (std::size_t i = 0; i < schedules.size(); ++i) {
     const auto layout = pipeline_options(a, schedules[i], world, *task).schedule;
     if (layout.pp == world && world > 1)
-      layouts.push_back({results[i]["schedule"].get<std::string>() + " v" + std::to_string(layout.vpp), layout,
-                         results[i]["measured_ms"].get<double>()});
+      layouts.push_back({row_label(results[i]), layout, results[i]["measured_ms"].get<double>()});
   }
   std::string why_not;
   const auto advisor = check_advisor(a.model, a.model_name == "vl" ? &a.vision : nullptr, a.layers_per_stage.empty(),

@@ -3,11 +3,11 @@
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
-#include <algorithm>
-
-#include <vector>
 #include <malloc.h>
 #include <sys/resource.h>
+
+#include <algorithm>
+#include <vector>
 
 namespace memory = hp::runtime::tensor_memory;
 
