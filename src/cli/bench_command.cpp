@@ -13,7 +13,11 @@
 #include <iomanip>
 #include <iostream>
 #include <limits>
+#include <numeric>
+#include <optional>
 #include <sstream>
+#include <thread>
+#include <tuple>
 
 #include "cli/bench_advise.hpp"
 #include "cli/bench_comm.hpp"
@@ -21,6 +25,7 @@
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
 #include "cli/vision_flags.hpp"
+#include "comm/process_group.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/action_trace.hpp"
 #include "runtime/pipeline.hpp"
@@ -30,6 +35,7 @@
 #include "train/adamw.hpp"
 #include "train/gpt_task.hpp"
 #include "train/op_profile.hpp"
+#include "train/place.hpp"
 #include "train/progress.hpp"
 #include "train/vl_task.hpp"
 
@@ -55,6 +61,7 @@ struct BenchArgs {
   int profile_ops = 0;  // > 0: each rank prints its top operators of one step
   bool comm = false;    // also src/comm against plain c10d (bench_comm.hpp)
   int comm_rounds = 15;
+  int dp = 1;  // data-parallel replicas of the pipeline (the model's --tp splits each stage)
   std::string model_name = "gpt";  // gpt or vl
   model::TransformerConfig model;  // the GPT, or VL's text body
   model::VisionConfig vision;      // --model vl
@@ -92,6 +99,9 @@ std::unique_ptr<train::Task> bench_task(const BenchArgs& a) {
     g.data.seq_len = a.seq_len;
     return std::make_unique<train::GptTask>(g);
   }
+  if (a.model.tensor_parallel.size > 1)
+    throw std::invalid_argument("--tp " + std::to_string(a.model.tensor_parallel.size) +
+                                ": --model vl is not tensor-parallel; --tp works with --model gpt");
   if (a.model_name == "vl") return std::make_unique<train::VlTask>(train::VlTaskOptions{a.model, a.vision, counts, a.micro_batch_size});
   throw std::invalid_argument("--model " + a.model_name + ": allowed: gpt, vl");
 }
@@ -100,6 +110,7 @@ std::unique_ptr<train::Task> bench_task(const BenchArgs& a) {
 // another body than the interleaved one ("mpipe").
 runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string& name, int world,
                                           const train::Task& task) {
+  const int mesh = a.dp * a.model.tensor_parallel.size;
   runtime::PipelineOptions o;
   auto& s = o.schedule;
   const auto slash = name.find('/');
@@ -118,7 +129,10 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   }
   const bool chunked = s.kind == schedule::ScheduleKind::Interleaved ||
                        (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.body == schedule::ScheduleKind::Interleaved);
-  s.pp = s.kind == schedule::ScheduleKind::NoPipelining ? 1 : world;  // no-pipelining: rank 0 alone
+  if (s.kind == schedule::ScheduleKind::NoPipelining && mesh > 1)
+    throw std::invalid_argument("--schedules no-pipelining runs the model on rank 0 alone: it does not combine with"
+                                " --dp or --tp; drop it from --schedules");
+  s.pp = s.kind == schedule::ScheduleKind::NoPipelining ? 1 : world / mesh;  // no-pipelining: rank 0 alone
   s.vpp = chunked ? a.vpp : 1;
   o.schedule.micro_batches = a.mb;
   o.executor.pseudo_deallocate = a.pseudo_deallocate;
@@ -127,35 +141,74 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   return o;
 }
 
+// One timed pass (a forward or a backward) and the tensor-parallel
+// all-reduces made inside it: ms in all, and calls, bytes and ms of those.
+struct Pass {
+  double ms = 0;
+  schedule::Collectives tp;
+  double tp_ms = 0;
+};
+
+// Times `run`, counting the blocking all-reduces it makes over `tp` (may be null).
+Pass timed_pass(comm::ProcessGroup* tp, const std::function<void()>& run) {
+  const comm::CommCounters before = tp ? tp->counters() : comm::CommCounters{};
+  const auto t0 = Clock::now();
+  run();
+  Pass p{ms_since(t0), {}, 0};
+  if (tp) {
+    const comm::CommCounters after = tp->counters();
+    p.tp = {static_cast<int>(after.all_reduces - before.all_reduces),
+            static_cast<double>(after.all_reduce_bytes - before.all_reduce_bytes)};
+    p.tp_ms = (after.all_reduce_us - before.all_reduce_us) / 1000;
+  }
+  return p;
+}
+
 // Forward then backward of what `forward` returns (seeded with ones unless it
-// is a loss; none for a frozen preprocess), in ms.
-std::pair<double, double> time_forward_backward(const std::function<at::Tensor()>& forward) {
-  auto t0 = Clock::now();
-  at::Tensor root = forward();
-  const double tf = ms_since(t0);
-  t0 = Clock::now();
-  if (root.requires_grad()) {
+// is a loss; none for a frozen preprocess).
+std::pair<Pass, Pass> time_forward_backward(const std::function<at::Tensor()>& forward, comm::ProcessGroup* tp) {
+  at::Tensor root;
+  const Pass f = timed_pass(tp, [&] { root = forward(); });
+  const Pass b = timed_pass(tp, [&] {
+    if (!root.requires_grad()) return;
     if (root.dim() == 0)
       torch::autograd::backward({root});
     else
       torch::autograd::backward({root}, {at::ones_like(root)});
-  }
-  return {tf, ms_since(t0)};
+  });
+  return {f, b};
 }
 
-// Forward and backward time of each of this rank's stages on one micro-batch,
-// as per-stage costs for the simulator, then MPipe's preprocess forward and
-// backward (summed over ranks: each fills its own). Under MPipe stage 0 starts
-// from the preprocess output.
-std::vector<double> calibrate(const runtime::RankModel& model, const runtime::MicroBatch& micro, int stages,
-                              int reps) {
-  std::vector<double> cost(2 * stages + 2, 0.0);
+// What the simulator needs of each stage, as one row of doubles per rank that
+// the pipeline group sums (each stage is measured by its own rank): forward and
+// backward compute in ms (the tp all-reduces inside taken out: the simulator
+// prices those itself), those all-reduces' calls and bytes, and the stage's
+// gradient bytes on this rank; after the stages, MPipe's preprocess forward,
+// backward and gradient bytes (filled by the rank of stage 0).
+constexpr int kStageFields = 7;
+constexpr int kPreFields = 3;
+
+double grad_bytes(const runtime::NamedTensors& params) {
+  double bytes = 0;
+  for (const auto& [name, w] : params)
+    if (w.requires_grad()) bytes += static_cast<double>(w.nbytes());
+  return bytes;
+}
+
+// Each of this rank's stages timed on one micro-batch (reps runs after a
+// warm-up run; calibration rows as above). Under MPipe stage 0 starts from
+// the preprocess output. Collective over `tp` (its ranks hold the same stages).
+std::vector<double> calibrate(const runtime::RankModel& model, const runtime::MicroBatch& micro, int stages, int reps,
+                              comm::ProcessGroup* tp) {
+  std::vector<double> row(kStageFields * stages + kPreFields, 0.0);
+  double* pre = &row[kStageFields * stages];
   const bool has_stage0 = std::any_of(model.stages.begin(), model.stages.end(), [](const auto& st) { return st.index == 0; });
   if (model.preprocess && has_stage0) {
     for (int r = 0; r < reps + 1; ++r) {
-      const auto [f, b] = time_forward_backward([&] { return model.preprocess->forward(micro.input); });
-      if (r > 0) cost[2 * stages] += f / reps, cost[2 * stages + 1] += b / reps;
+      const auto [f, b] = time_forward_backward([&] { return model.preprocess->forward(micro.input); }, nullptr);
+      if (r > 0) pre[0] += f.ms / reps, pre[1] += b.ms / reps;
     }
+    pre[2] = grad_bytes(model.preprocess->parameters);
   }
   for (const auto& st : model.stages) {
     const bool last = st.index == stages - 1;
@@ -168,18 +221,55 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
       const runtime::TensorSpec spec = model.output_spec(st.index - 1, 0);
       input = at::randn(spec.shape, at::TensorOptions().dtype(spec.dtype)).requires_grad_(true);
     }
-    double f = 0, b = 0;
+    double* out = &row[kStageFields * st.index];
     for (int r = 0; r < reps + 1; ++r) {
-      const auto [tf, tb] = time_forward_backward([&] {
-        at::Tensor out = st.forward(input, micro);
-        return last ? model.loss(out, micro.target) : out;
-      });
-      if (r > 0) f += tf, b += tb;  // the first run warms caches and allocators
+      const auto [f, b] = time_forward_backward(
+          [&] {
+            at::Tensor y = st.forward(input, micro);
+            return last ? model.loss(y, micro.target) : y;
+          },
+          tp);
+      if (r == 0) continue;  // the first run warms caches and allocators
+      out[0] += (f.ms - f.tp_ms) / reps;
+      out[1] += (b.ms - b.tp_ms) / reps;
+      out[2] = f.tp.calls, out[3] = f.tp.bytes, out[4] = b.tp.calls, out[5] = b.tp.bytes;
     }
-    cost[2 * st.index] = f / reps;
-    cost[2 * st.index + 1] = b / reps;
+    out[6] = grad_bytes(st.parameters);
   }
-  return cost;
+  return row;
+}
+
+// The mean of `reps` timed all-reduces of `bytes` over `g` (after one
+// untimed), in ms: the mean, not the best or the median, because the step
+// pays for its slow calls too (a peer descheduled now and then). `as_bucket` times what GradReducer does
+// with a bucket: the gradients copied into one flat tensor, all-reduced,
+// divided and copied back. Each is timed after `after_ms` of sleep: after an
+// emulated layer, as the tensor-parallel all-reduces meet one in a step, the
+// peers wake at different times and the first to arrive waits. Collective over g.
+double all_reduce_ms(comm::ProcessGroup& g, double bytes, int reps, bool as_bucket, double after_ms) {
+  const std::int64_t n = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
+  at::Tensor grads = at::zeros({n}, at::kFloat);
+  std::vector<double> ms;
+  for (int r = 0; r < reps + 1; ++r) {
+    if (after_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(after_ms));
+    const auto t0 = Clock::now();
+    at::Tensor flat = as_bucket ? grads.clone() : grads;
+    g.all_reduce(flat);
+    if (as_bucket) grads.copy_(flat.div_(g.world_size()));
+    if (r > 0) ms.push_back(ms_since(t0));
+  }
+  return std::accumulate(ms.begin(), ms.end(), 0.0) / reps;
+}
+
+// A ring all-reduce's latency and bandwidth over `g` (bytes per ms), from
+// the times of a 4-byte all-reduce and one of `bytes` (as_bucket: as above).
+// Collective over g.
+std::pair<double, double> all_reduce_link(comm::ProcessGroup& g, double bytes, bool as_bucket, double after_ms) {
+  bytes = std::max(bytes, 4096.0);
+  const double latency = all_reduce_ms(g, 4, 25, false, after_ms);
+  const double big = all_reduce_ms(g, bytes, 25, as_bucket, after_ms);
+  const int n = g.world_size();
+  return {latency, 2.0 * (n - 1) / n * bytes / std::max(big - latency, 1e-3)};
 }
 
 // One more step, traced, and an AdamW step after a first one: where this rank's time went, in
@@ -263,57 +353,81 @@ void print_op_profile(runtime::Pipeline& p, const std::vector<runtime::MicroBatc
   }
 }
 
+// Steps of `p` timed, in ms per step; collective over the job.
+double time_steps(runtime::Pipeline& p, const std::vector<runtime::MicroBatch>& micros, int steps, bool sync_grads,
+                  comm::ProcessGroup* job, const std::function<void()>& after_step) {
+  if (job) job->barrier();
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    p.step(micros, sync_grads);
+    p.zero_grad();
+    after_step();
+  }
+  if (job) job->barrier();
+  return ms_since(t0) / steps;
+}
+
 // Time per step of one --schedules entry, measured and simulated from
-// calibrated costs. Collective over pg; "no-pipelining" in a job of several
-// ranks is the single-process reference: rank 0 runs the whole model alone
-// while the others wait (its row is rank 0's).
+// calibrated costs. Collective over the job; "no-pipelining" in a job of
+// several ranks is the single-process reference: rank 0 runs the whole model
+// alone while the others wait (its row is rank 0's). With --dp or --tp every
+// pipeline of the mesh runs (`at`); the rows are the first one's.
 nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const std::string& name,
-                              comm::ProcessGroup* pg, train::Progress& progress, std::int64_t& timed) {
-  const int world = pg ? pg->world_size() : 1;
+                              const train::Place& at, train::Progress& progress, std::int64_t& timed) {
+  comm::ProcessGroup* const job = at.world;
+  const int world = job ? job->world_size() : 1;
   const auto options = pipeline_options(a, name, world, task);
-  const bool alone = options.schedule.pp == 1 && world > 1;
-  if (alone && pg->rank() != 0) {
+  const bool alone = options.schedule.pp == 1 && world > 1 && !at.mesh;
+  if (alone && job->rank() != 0) {
     timed += a.steps;
-    pg->barrier();
+    job->barrier();
     return {};
   }
-  comm::ProcessGroup* group = alone ? nullptr : pg;
-  const int rank = group ? group->rank() : 0;
-  const runtime::RankModel model = task.build(options.schedule, rank, {});
-  runtime::Pipeline p(options, rank, group, model);
+  comm::ProcessGroup* group = alone ? nullptr : at.pp;
+  comm::ProcessGroup* const everyone = alone ? nullptr : job;
+  const int rank = alone ? 0 : at.stage_rank;
+  const runtime::RankModel model = task.build(options.schedule, rank, at.parallel);
+  runtime::Pipeline p(options, rank, group, model, alone ? nullptr : at.average);
   // The layout as the pipeline runs it (a frozen preprocess makes MPipe's frozen).
   const auto& layout = p.options().schedule;
-  // Every rank loads the whole batch: calibration runs any stage on micro-batch 0.
+  // Every rank loads its replica's whole batch: calibration runs any stage on micro-batch 0.
   runtime::Reads all{{}, true, true};
-  for (int m = 0; m < a.mb; ++m) all.input_micros.push_back(m);
-  const auto micros = task.batch(0, a.mb, all);
+  for (int m = 0; m < a.mb * at.replicas; ++m) all.input_micros.push_back(m);
+  auto global = task.batch(0, a.mb * at.replicas, all);
+  const std::vector<runtime::MicroBatch> micros(global.begin() + at.replica * a.mb,
+                                                global.begin() + (at.replica + 1) * a.mb);
   const std::string label = name + " v" + std::to_string(layout.vpp);
   p.step(micros);  // warm-up
   p.zero_grad();
-  if (group) group->barrier();
   memory::reset_peak();
-  const auto t0 = Clock::now();
-  for (int s = 0; s < a.steps; ++s) {
-    p.step(micros);
-    p.zero_grad();
-    if (rank == 0) progress.update(++timed, label + " timed");
-  }
-  if (group) group->barrier();
-  const double measured = ms_since(t0) / a.steps;
+  const comm::CommCounters tp_before = at.tp ? at.tp->counters() : comm::CommCounters{};
+  const double measured = time_steps(p, micros, a.steps, true, everyone, [&] {
+    if (job == nullptr || job->rank() == 0) progress.update(++timed, label + " timed");
+  });
+  const comm::CommCounters tp_after = at.tp ? at.tp->counters() : comm::CommCounters{};
+  // Data parallelism: the same steps without averaging, as one pipeline alone runs them.
+  const double no_sync = at.replicas > 1 ? time_steps(p, micros, a.steps, false, everyone, [] {}) : 0.0;
   const bool mpipe = layout.kind == schedule::ScheduleKind::MPipe;
   const auto mpipe_work = mpipe ? mpipe_work_ms(p, micros) : std::array<double, 2>{};
   std::vector<double> peaks;
   for (const auto& row : comm::all_gather_rows(group, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
   const int stages = layout.num_stages();
-  auto cost = calibrate(model, micros[0], stages, 3);
+  at::Tensor t = at::tensor(calibrate(model, micros[0], stages, 3, at.tp), at::kDouble);
   p.zero_grad();
-  at::Tensor t = at::tensor(cost, at::kDouble);
   if (group) group->all_reduce(t);
+  const auto row = t.accessor<double, 1>();
   schedule::CostModel cm;
-  for (int s = 0; s < stages; ++s)
-    cm.per_stage[s] = schedule::StageCost{t[2 * s].item<double>(), t[2 * s + 1].item<double>()};
-  cm.pre_f = t[2 * stages].item<double>();
-  cm.pre_b = t[2 * stages + 1].item<double>();
+  for (int s = 0; s < stages; ++s) {
+    schedule::StageCost& c = cm.per_stage[s];
+    const int i = kStageFields * s;
+    c = schedule::StageCost{row[i], row[i + 1]};
+    c.tp_f = {static_cast<int>(row[i + 2]), row[i + 3]};
+    c.tp_b = {static_cast<int>(row[i + 4]), row[i + 5]};
+    c.grad_bytes = row[i + 6];
+  }
+  cm.pre_f = row[kStageFields * stages];
+  cm.pre_b = row[kStageFields * stages + 1];
+  cm.pre_grad_bytes = row[kStageFields * stages + 2];
   if (model.preprocess && group) {
     // MPIPE_PARAM_BROADCAST's bandwidth, from copies of the preprocess parameters.
     std::vector<at::Tensor> copies;
@@ -329,22 +443,70 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
     }
     cm.broadcast_bw = cm.broadcast_bytes / std::max(best_ms, 1e-3);
   }
+  if (at.tp) {
+    // Priced at the mean size of a forward's all-reduces (the activations').
+    const schedule::StageCost c0 = cm.stage(rank);
+    cm.tp = at.tp->world_size();
+    std::tie(cm.tp_latency, cm.tp_bw) = all_reduce_link(*at.tp, c0.tp_f.calls ? c0.tp_f.bytes / c0.tp_f.calls : 0, false,
+                                                        a.model.emulate.forward_ms / cm.tp);
+  }
+  double mine = 0;  // this rank's gradients
+  for (int c = 0; c < layout.vpp; ++c) mine += cm.stage(c * layout.pp + rank).grad_bytes;
+  if (at.average) {
+    // Priced at one bucket's size, as the reducer runs a bucket.
+    cm.dp = at.average->world_size();
+    cm.bucket_bytes = static_cast<double>(p.options().grad_bucket_bytes);
+    std::tie(cm.dp_latency, cm.dp_bw) = all_reduce_link(*at.average, std::min(mine, cm.bucket_bytes), true, 0);
+  }
+  // Every pipeline rank prices the links as its own groups measured them; rank 0's are simulated.
   const auto sim = schedule::simulate(schedule::generate(layout), cm);
+  schedule::CostModel alone_cm = cm;
+  alone_cm.dp = 1;
+  const double sim_no_sync = at.replicas > 1 ? schedule::simulate(schedule::generate(layout), alone_cm).step_time : 0.0;
   // The busiest rank's forwards and backwards of every micro-batch: a step with no bubble.
   double ideal = 0;
   for (int r = 0; r < layout.pp; ++r) {
     double busy = 0;
-    for (int c = 0; c < layout.vpp; ++c) busy += a.mb * (cm.stage(c * layout.pp + r).f + cm.stage(c * layout.pp + r).b);
+    for (int c = 0; c < layout.vpp; ++c) {
+      const schedule::StageCost sc = cm.stage(c * layout.pp + r);
+      busy += a.mb * (sc.f + sc.b + cm.tp_time(sc.tp_f) + cm.tp_time(sc.tp_b));
+    }
     ideal = std::max(ideal, busy);
   }
   // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB) interleaved.
   nlohmann::json theory = nullptr;
   if (layout.kind != schedule::ScheduleKind::MPipe && layout.pp > 1)
     theory = static_cast<double>(layout.pp - 1) / (layout.vpp * a.mb);
+  // This rank's tensor-parallel all-reduces in one step, measured and as simulated.
+  nlohmann::json tensor_parallel = nullptr;
+  if (at.tp) {
+    int calls = 0;
+    double bytes = 0, ms = 0;
+    for (const auto& ta : sim.ranks[rank].timeline) {
+      if (ta.action.type != schedule::ActionType::FWD && ta.action.type != schedule::ActionType::BWD) continue;
+      const schedule::StageCost sc = cm.stage(ta.action.stage);
+      const schedule::Collectives& c = ta.action.type == schedule::ActionType::FWD ? sc.tp_f : sc.tp_b;
+      calls += c.calls, bytes += c.bytes, ms += cm.tp_time(c);
+    }
+    const double steps = a.steps;
+    tensor_parallel = {{"tp", cm.tp},
+                       {"calls", {(tp_after.all_reduces - tp_before.all_reduces) / steps, calls}},
+                       {"bytes", {(tp_after.all_reduce_bytes - tp_before.all_reduce_bytes) / steps, bytes}},
+                       {"ms", {(tp_after.all_reduce_us - tp_before.all_reduce_us) / 1000 / steps, ms}},
+                       {"latency_ms", cm.tp_latency},
+                       {"bytes_per_ms", cm.tp_bw}};
+  }
+  nlohmann::json data_parallel = nullptr;
+  if (at.replicas > 1)
+    data_parallel = {{"dp", cm.dp},
+                     {"no_sync_ms", {no_sync, sim_no_sync}},
+                     {"grad_bytes", mine},
+                     {"latency_ms", cm.dp_latency},
+                     {"bytes_per_ms", cm.dp_bw}};
   nlohmann::json overhead;
   if (a.overhead) overhead = comm::all_gather_rows(group, overhead_breakdown(p, micros, group));
   if (a.profile_ops > 0) print_op_profile(p, micros, group, label, a.profile_ops);
-  if (alone) pg->barrier();
+  if (alone) job->barrier();
   return {{"schedule", name},
           {"pp", layout.pp},
           {"vpp", layout.vpp},
@@ -364,12 +526,54 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
                                   {"preprocess_backward",
                                    {mpipe_work[1], schedule::time_in(sim, 0, schedule::ActionType::MPIPE_TRANSPOSE_BWD)}}}
                  : nlohmann::json(nullptr)},
+          {"data_parallel", data_parallel},
+          {"tensor_parallel", tensor_parallel},
           {"overhead_ms", overhead}};
+}
+
+// Data and tensor parallelism's share of each row's step, measured beside
+// simulated (bench_schedule's "data_parallel" and "tensor_parallel").
+void print_mesh_rows(const nlohmann::json& results) {
+  auto pair = [](const nlohmann::json& v, int precision) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(precision) << v[0].get<double>() << " (" << v[1].get<double>() << ")";
+    return os.str();
+  };
+  bool header = false;
+  for (const auto& r : results) {
+    const auto& d = r["data_parallel"];
+    if (d.is_null()) continue;
+    if (!header)
+      std::cout << "data parallelism (dp " << d["dp"].get<int>() << ", one replica's step), ms measured (simulated):"
+                << " without averaging, with, the averaging's cost, and each replica's share of a lone pipeline's"
+                << " throughput\n";
+    header = true;
+    const double m = r["measured_ms"], s = r["simulated_ms"];
+    const double m0 = d["no_sync_ms"][0], s0 = d["no_sync_ms"][1];
+    std::cout << std::left << std::setw(16) << row_label(r) << std::right << std::setw(20) << pair(d["no_sync_ms"], 2)
+              << std::setw(20) << pair(nlohmann::json{m, s}, 2) << std::setw(18) << pair(nlohmann::json{m - m0, s - s0}, 2)
+              << std::setw(20) << pair(nlohmann::json{100 * m0 / m, 100 * s0 / s}, 1) << " %   ("
+              << std::setprecision(2) << d["grad_bytes"].get<double>() / (1 << 20) << " MiB of gradients a rank)\n";
+  }
+  header = false;
+  for (const auto& r : results) {
+    const auto& t = r["tensor_parallel"];
+    if (t.is_null()) continue;
+    if (!header)
+      std::cout << "tensor parallelism (tp " << t["tp"].get<int>() << "): rank 0's all-reduces in one step, measured"
+                << " (simulated): calls, MiB, ms\n";
+    header = true;
+    const nlohmann::json mib{t["bytes"][0].get<double>() / (1 << 20), t["bytes"][1].get<double>() / (1 << 20)};
+    std::cout << std::left << std::setw(16) << row_label(r) << std::right << std::setw(16) << pair(t["calls"], 0)
+              << std::setw(20) << pair(mib, 3) << std::setw(20) << pair(t["ms"], 2) << "\n";
+  }
 }
 
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   memory::install();
   const int rank = pg ? pg->rank() : 0;
+  const int world = pg ? pg->world_size() : 1, tp = a.model.tensor_parallel.size;
+  const train::Place at = train::make_place(pg, world / (a.dp * tp), a.dp, tp, 1);
   nlohmann::json results = nlohmann::json::array();
   const auto schedules = split(a.schedules);
   // One unit per timed step, a line per schedule when not on a terminal.
@@ -377,7 +581,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
                            train::progress_mode_of_stdout(), std::cout);
   std::int64_t timed = 0;
   const auto task = bench_task(a);
-  for (const auto& name : schedules) results.push_back(bench_schedule(a, *task, name, pg, progress, timed));
+  for (const auto& name : schedules) results.push_back(bench_schedule(a, *task, name, at, progress, timed));
   const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg, a.comm_rounds) : std::vector<CommBenchRow>{};
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
@@ -426,17 +630,18 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
               << w["broadcast"][1].get<double>() << ")" << std::setw(10) << w["preprocess_backward"][0].get<double>()
               << " (" << w["preprocess_backward"][1].get<double>() << ")\n";
   }
+  print_mesh_rows(results);
   // The advisor's pick among the measured layouts, on the emulated layer costs.
-  const int world = pg ? pg->world_size() : 1;
   std::vector<MeasuredLayout> layouts;
   for (std::size_t i = 0; i < schedules.size(); ++i) {
     const auto layout = pipeline_options(a, schedules[i], world, *task).schedule;
     if (layout.pp == world && world > 1)
       layouts.push_back({row_label(results[i]), layout, results[i]["measured_ms"].get<double>()});
   }
-  std::string why_not;
-  const auto advisor = check_advisor(a.model, a.model_name == "vl" ? &a.vision : nullptr, a.layers_per_stage.empty(),
-                                     world, a.mb, layouts, &why_not);
+  std::string why_not = at.mesh ? "it lays out one pipeline; --dp and --tp are not in its model" : "";
+  const auto advisor = at.mesh ? std::nullopt
+                               : check_advisor(a.model, a.model_name == "vl" ? &a.vision : nullptr,
+                                               a.layers_per_stage.empty(), world, a.mb, layouts, &why_not);
   nlohmann::json advisor_json = nullptr;
   if (advisor) {
     std::cout << format_advisor_check(*advisor);
@@ -471,7 +676,10 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     comm.push_back({{"op", r.op}, {"bytes", r.bytes}, {"hyperpipe_us", r.hyperpipe_us}, {"c10d_us", r.c10d_us},
                     {"ratio", spread_json(r.ratio)}, {"control", spread_json(r.control)}});
   if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows, a.comm_rounds) << std::flush;
-  if (!a.json.empty()) std::ofstream(a.json) << nlohmann::json{{"schedules", results}, {"advisor", advisor_json}, {"comm", comm}}.dump(2) << "\n";
+  const nlohmann::json mesh{{"pp", world / (a.dp * tp)}, {"dp", a.dp}, {"tp", tp}};
+  if (!a.json.empty())
+    std::ofstream(a.json) << nlohmann::json{{"mesh", mesh}, {"schedules", results}, {"advisor", advisor_json}, {"comm", comm}}.dump(2)
+                          << "\n";
   return 0;
 }
 
@@ -504,6 +712,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--hidden", a->model.hidden_size, "hidden size")->capture_default_str();
   cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
   cmd->add_option("--vocab", a->model.vocab_size, "vocabulary size")->capture_default_str();
+  cmd->add_option("--dp", a->dp, "data-parallel replicas of the pipeline: pp = --nproc / (--tp x --dp)")
+      ->capture_default_str();
+  cmd->add_option("--tp", a->model.tensor_parallel.size,
+                  "tensor-parallel ranks per stage (Megatron's; an emulated layer's time is split over them)")
+      ->capture_default_str();
   cmd->add_option("--steps", a->steps, "timed steps per schedule")->capture_default_str();
   cmd->add_flag("--pseudo-deallocate", a->pseudo_deallocate, "free sent activations' storage (as train)");
   cmd->add_flag("--overhead", a->overhead,
@@ -525,6 +738,14 @@ void add_bench_command(CLI::App& app, int* exit_code) {
         "bench", job_flags(), a->job,
         [a](int world) {
           if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
+          const int tp = a->model.tensor_parallel.size;
+          if (a->dp < 1 || tp < 1)
+            throw std::invalid_argument("--dp and --tp must be >= 1, got " + std::to_string(a->dp) + " and " +
+                                        std::to_string(tp));
+          if (world % (a->dp * tp) != 0)
+            throw std::invalid_argument("--tp " + std::to_string(tp) + " x --dp " + std::to_string(a->dp) +
+                                        " does not divide the job's " + std::to_string(world) +
+                                        " ranks (--nproc): the ranks are tp x dp x pp");
           if (a->comm && world < 2)
             throw std::invalid_argument("--comm times messages between ranks: give --nproc 2 or more");
           const auto task = bench_task(*a);

@@ -77,6 +77,9 @@ struct Shared {
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> messages_sent{0};
   std::atomic<std::uint64_t> messages_received{0};
+  std::atomic<std::uint64_t> all_reduces{0};
+  std::atomic<std::uint64_t> all_reduce_bytes{0};
+  std::atomic<std::uint64_t> all_reduce_ns{0};
 };
 
 namespace {
@@ -524,7 +527,14 @@ Work ProcessGroup::iall_reduce(const at::Tensor& tensor, ReduceOp op) {
                                          std::move(copy_back), tensor, 0, GlooWork::Count::None));
 }
 
-void ProcessGroup::all_reduce(const at::Tensor& tensor, ReduceOp op) { iall_reduce(tensor, op).wait(); }
+void ProcessGroup::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  const auto t0 = std::chrono::steady_clock::now();
+  iall_reduce(tensor, op).wait();
+  Shared& sh = *impl_->sh;
+  sh.all_reduce_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  sh.all_reduce_bytes += tensor.nbytes();
+  ++sh.all_reduces;
+}
 
 at::Tensor ProcessGroup::all_gather(const at::Tensor& tensor) {
   impl_->check_tensor("all_gather", tensor);
@@ -567,6 +577,9 @@ CommCounters ProcessGroup::counters() const {
   c.bytes_received = sh.bytes_received.load();
   c.messages_sent = sh.messages_sent.load();
   c.messages_received = sh.messages_received.load();
+  c.all_reduces = sh.all_reduces.load();
+  c.all_reduce_bytes = sh.all_reduce_bytes.load();
+  c.all_reduce_us = static_cast<double>(sh.all_reduce_ns.load()) / 1000.0;
   return c;
 }
 std::uint64_t ProcessGroup::bytes_sent() const { return impl_->sh->bytes_sent.load(); }
@@ -576,6 +589,9 @@ void ProcessGroup::reset_counters() {
   impl_->sh->bytes_received = 0;
   impl_->sh->messages_sent = 0;
   impl_->sh->messages_received = 0;
+  impl_->sh->all_reduces = 0;
+  impl_->sh->all_reduce_bytes = 0;
+  impl_->sh->all_reduce_ns = 0;
 }
 
 std::vector<std::vector<double>> all_gather_rows(ProcessGroup* group, const std::vector<double>& row) {

@@ -67,12 +67,18 @@ struct ProcessGroupOptions {
 enum class ReduceOp { Sum, Product, Min, Max };
 
 // Payload bytes moved by point-to-point operations (meta messages included),
-// counted when wait() succeeds. Collectives are not counted.
+// counted when wait() succeeds; and the blocking all_reduce() calls (Megatron's
+// tensor-parallel mappings make these inside a forward or backward), counted
+// when they return, with the time from call to return. Other collectives are
+// not counted.
 struct CommCounters {
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
+  std::uint64_t all_reduces = 0;
+  std::uint64_t all_reduce_bytes = 0;
+  double all_reduce_us = 0;
 };
 
 class ProcessGroup {

@@ -127,6 +127,9 @@ torch::Tensor MLP::forward(const torch::Tensor& x) {
 }
 
 TransformerBlock::TransformerBlock(const TransformerConfig& config) : emulate_(config.emulate) {
+  // A tensor-parallel rank does its 1/tp share of the layer's work.
+  emulate_.forward_ms /= config.tensor_parallel.size;
+  emulate_.backward_ms /= config.tensor_parallel.size;
   if (emulate_.replace_math) return;  // the layer is its delay alone
   const auto dtype = to_scalar_type(config.dtype);
   attn_norm_ = register_module(

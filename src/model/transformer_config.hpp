@@ -65,7 +65,8 @@ std::optional<DType> dtype_from_name(std::string_view name);  // also accepts "f
 // and hidden_size % num_attention_heads == 0. Construction never validates, so a
 // config can be filled field by field from TOML and command-line overrides.
 // Emulated devices (model/emulated_device.hpp): a fixed time per transformer
-// layer, slept, so pipelines of many ranks overlap on a few cores.
+// layer, slept, so pipelines of many ranks overlap on a few cores. The times
+// are the whole layer's on one device: a tensor-parallel rank sleeps 1/tp.
 struct EmulatedLayer {
   double forward_ms = 0;      // --emulate-layer-ms F[,B]: each layer's forward ...
   double backward_ms = 0;     // ... and backward (B defaults to 2F)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -17,6 +18,17 @@ namespace hp::schedule {
 StageCost CostModel::stage(int s) const {
   auto it = per_stage.find(s);
   return it != per_stage.end() ? it->second : StageCost{f, b};
+}
+
+double all_reduce_time(double bytes, int ranks, double latency, double bw) {
+  if (ranks <= 1) return 0.0;
+  return latency + (bw > 0 ? 2.0 * (ranks - 1) / ranks * bytes / bw : 0.0);
+}
+
+double CostModel::tp_time(const Collectives& c) const {
+  if (tp <= 1 || c.calls == 0) return 0.0;
+  // Linear in the bytes, so the calls' total prices every call's own size.
+  return c.calls * tp_latency + all_reduce_time(c.bytes, tp, 0.0, tp_bw);
 }
 
 namespace {
@@ -196,8 +208,14 @@ class Simulator {
     // Without MPipe steps the preprocess is simply the head of stage 0.
     const bool pre_inline = a.stage == 0 && !has_mpipe_;
     switch (a.type) {
-      case ActionType::FWD: return c_.stage(a.stage).f + (pre_inline ? c_.pre_f : 0.0);
-      case ActionType::BWD: return c_.stage(a.stage).b + (pre_inline ? c_.pre_b : 0.0);
+      case ActionType::FWD: {
+        const StageCost sc = c_.stage(a.stage);
+        return sc.f + c_.tp_time(sc.tp_f) + (pre_inline ? c_.pre_f : 0.0);
+      }
+      case ActionType::BWD: {
+        const StageCost sc = c_.stage(a.stage);
+        return sc.b + c_.tp_time(sc.tp_b) + (pre_inline ? c_.pre_b : 0.0);
+      }
       case ActionType::MPIPE_TRANSPOSE_FWD: return c_.pre_f;
       case ActionType::MPIPE_TRANSPOSE_BWD: {
         const bool remote = a.micro >= 0 && a.micro < static_cast<int>(received_.size()) && received_[a.micro];
@@ -307,8 +325,39 @@ class Simulator {
     cannot_run(msg);
   }
 
+  // Data parallelism: the rank's stages in the order their last backward ends
+  // (the order GradReducer arms them), each cut into equal buckets that
+  // become ready evenly through that backward, all reduced one after another
+  // on the rank's link; then the preprocess's gradients, once the step's
+  // compute is done. Returns when the last bucket is averaged.
+  double grad_sync_end(const RankReport& rr) const {
+    std::map<int, const TimedAction*> last_b;
+    for (const TimedAction& t : rr.timeline)
+      if (t.action.type == ActionType::BWD) last_b[t.action.stage] = &t;
+    std::vector<const TimedAction*> phases;
+    for (const auto& [stage, t] : last_b) phases.push_back(t);
+    std::sort(phases.begin(), phases.end(), [](const TimedAction* x, const TimedAction* y) { return x->end < y->end; });
+    double link = 0.0;
+    auto reduce = [&](double bytes, double start, double end) {
+      if (bytes <= 0) return;
+      const int n = static_cast<int>(std::ceil(bytes / c_.bucket_bytes));
+      for (int i = 0; i < n; ++i) {
+        const double ready = start + (end - start) * (i + 1) / n;
+        link = std::max(link, ready) + all_reduce_time(bytes / n, c_.dp, c_.dp_latency, c_.dp_bw);
+      }
+    };
+    for (const TimedAction* t : phases) reduce(c_.stage(t->action.stage).grad_bytes, t->start, t->end);
+    reduce(c_.pre_grad_bytes, rr.compute_end, rr.compute_end);
+    return link;
+  }
+
   void summarize() {
-    for (const RankState& st : rank_) report_.step_time = std::max(report_.step_time, st.t);
+    for (int r = 0; r < pp_; ++r) {
+      RankReport& rr = report_.ranks[r];
+      rr.compute_end = rank_[r].t;
+      if (c_.dp > 1) rr.grad_sync_end = grad_sync_end(rr);
+      report_.step_time = std::max({report_.step_time, rr.compute_end, rr.grad_sync_end});
+    }
     double idle = 0.0;
     for (RankReport& rr : report_.ranks) {
       rr.idle = report_.step_time - rr.busy;
@@ -352,9 +401,26 @@ void CostModel::validate() const {
   check("p2p_bw", p2p_bw, false);
   check("activation_bytes", activation_bytes, false);
   check("preprocess_input_bytes", preprocess_input_bytes, false);
+  check("tp_latency", tp_latency, false);
+  check("tp_bw", tp_bw, false);
+  check("dp_latency", dp_latency, false);
+  check("dp_bw", dp_bw, false);
+  check("pre_grad_bytes", pre_grad_bytes, false);
+  if (tp < 1 || dp < 1)
+    throw std::invalid_argument("costs.tp and costs.dp must be >= 1, got " + std::to_string(tp) + " and " +
+                                std::to_string(dp));
+  if (!std::isfinite(bucket_bytes) || bucket_bytes <= 0)
+    throw std::invalid_argument("costs.bucket_bytes must be a finite number > 0, got " + std::to_string(bucket_bytes));
   for (const auto& [stage, c] : per_stage) {
-    check("per_stage[" + std::to_string(stage) + "].f", c.f, false);
-    check("per_stage[" + std::to_string(stage) + "].b", c.b, false);
+    const std::string name = "per_stage[" + std::to_string(stage) + "].";
+    check(name + "f", c.f, false);
+    check(name + "b", c.b, false);
+    check(name + "grad_bytes", c.grad_bytes, false);
+    for (const auto& [part, coll] : {std::pair{"tp_f", c.tp_f}, std::pair{"tp_b", c.tp_b}}) {
+      check(name + part + ".bytes", coll.bytes, false);
+      if (coll.calls < 0)
+        throw std::invalid_argument("costs." + name + part + ".calls must be >= 0, got " + std::to_string(coll.calls));
+    }
   }
 }
 

@@ -1,7 +1,11 @@
 // Discrete-event cost model of a Schedule. Compute occupies its rank; a send
 // is posted without blocking and its data reaches the receiver after
 // latency + bytes / bandwidth; a receive waits for that arrival; collectives
-// start when the last rank arrives. Deterministic; thread-compatible.
+// start when the last rank arrives. Around the pipeline, tensor parallelism's
+// all-reduces occupy the rank inside each forward and backward, and data
+// parallelism averages each stage's gradients after its last backward, in
+// buckets that overlap the compute still to run (runtime/grad_reducer.hpp).
+// Deterministic; thread-compatible.
 #pragma once
 
 #include <map>
@@ -11,9 +15,23 @@
 
 namespace hp::schedule {
 
+// A ring all-reduce of `bytes` over `ranks` ranks: latency + 2 (ranks - 1) /
+// ranks * bytes / bw; 0 over one rank; bw 0 is infinite.
+double all_reduce_time(double bytes, int ranks, double latency, double bw);
+
+// All-reduces a forward or a backward runs inside itself (Megatron's tensor
+// parallel mappings): `calls` of `bytes` in all.
+struct Collectives {
+  int calls = 0;
+  double bytes = 0.0;
+};
+
 struct StageCost {
-  double f = 1.0;
+  StageCost(double forward = 1.0, double backward = 2.0) : f(forward), b(backward) {}
+  double f = 1.0;  // compute, without the tp all-reduces
   double b = 2.0;
+  Collectives tp_f, tp_b;   // over the tp group, inside one forward / backward
+  double grad_bytes = 0.0;  // this rank's share of the stage's gradients (averaged over dp)
 };
 
 // Costs in arbitrary time units (the CLI calls them ms); bandwidths in bytes
@@ -33,10 +51,26 @@ struct CostModel {
   double p2p_bw = 0.0;
   double activation_bytes = 0.0;  // one activation / gradient message
   double preprocess_input_bytes = 0.0;  // MPIPE_GRAPH_SEND message
+  // Tensor parallelism: each stage's tp_f / tp_b all-reduces over tp ranks.
+  int tp = 1;
+  double tp_latency = 0.0;
+  double tp_bw = 0.0;
+  // Data parallelism: each stage's grad_bytes all-reduced over dp replicas once
+  // a step, in buckets of at most bucket_bytes that become ready evenly through
+  // the stage's last backward and are reduced one after another; the
+  // preprocess's pre_grad_bytes (MPipe's rest phase) at the end of the step.
+  int dp = 1;
+  double dp_latency = 0.0;
+  double dp_bw = 0.0;
+  double bucket_bytes = 25.0 * (1 << 20);
+  double pre_grad_bytes = 0.0;
 
   StageCost stage(int s) const;
-  // Every cost finite and >= 0 (recompute: any finite value; < 0 means pre_f).
-  // Throws std::invalid_argument naming the field (costs.f, costs.p2p_bw, ...).
+  // The tp all-reduces of one forward (or backward) of stage s.
+  double tp_time(const Collectives& c) const;
+  // Every cost finite and >= 0 (recompute: any finite value; < 0 means pre_f;
+  // tp, dp >= 1; bucket_bytes > 0). Throws std::invalid_argument naming the
+  // field (costs.f, costs.p2p_bw, ...).
   void validate() const;
 };
 
@@ -50,11 +84,13 @@ struct RankReport {
   double busy = 0.0;   // time spent computing (F, B, preprocess, collectives' transfer)
   double idle = 0.0;   // step_time - busy
   int peak_activations = 0;  // max forwards whose backward has not run yet (forward-only: 1)
+  double compute_end = 0.0;    // when its last action ends
+  double grad_sync_end = 0.0;  // when its last gradient bucket is averaged (0 without dp)
   std::vector<TimedAction> timeline;
 };
 
 struct SimulationReport {
-  double step_time = 0.0;
+  double step_time = 0.0;  // the latest compute_end or grad_sync_end
   double bubble_fraction = 0.0;  // sum(idle) / (pp * step_time)
   std::vector<RankReport> ranks;
 };

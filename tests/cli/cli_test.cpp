@@ -200,6 +200,13 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   expect_error("bench --schedules 1f1b/gpipe", "--schedules: unknown schedule '1f1b/gpipe'");
   expect_error("bench --schedules mpipe --overflow auto", "--overflow auto is chosen by plan and train");
   expect_error("bench --schedules mpipe/1f1b --nproc 2 --layers 4 --transpose-layers 2", "--transpose-layers must be < 2");
+  // Issue 14: bench's mesh, refused before any process group.
+  expect_error("bench --nproc 4 --dp 3", "--tp 1 x --dp 3 does not divide the job's 4 ranks (--nproc)");
+  expect_error("bench --dp 0", "--dp and --tp must be >= 1, got 0 and 1");
+  expect_error("bench --nproc 4 --dp 2 --schedules no-pipelining,1f1b",
+               "--schedules no-pipelining runs the model on rank 0 alone: it does not combine with --dp or --tp");
+  expect_error("bench --nproc 4 --tp 2 --model vl", "--tp 2: --model vl is not tensor-parallel");
+  expect_error("bench --nproc 4 --tp 4 --heads 2", "--heads 2 is not divisible by --tp 4");
   // Issue 15 item 7: local ranks bounded by the machine's memory (about 64 MiB a process; the
   // CI machine has 24 GiB), before any process starts; every command that launches ranks.
   expect_error("train --nproc 1000", "--nproc 1000 local ranks need about 62.5 GiB for the processes alone");

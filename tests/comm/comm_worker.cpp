@@ -192,6 +192,7 @@ void broadcast(ProcessGroup& pg, P2P&) {
 
 void all_reduce(ProcessGroup& pg, P2P&) {
   const int r = pg.rank(), n = pg.world_size();
+  pg.reset_counters();
   at::Tensor x = at::arange(10, at::kDouble) * (r + 1) / 3.0;
   pg.all_reduce(x);
   at::Tensor want = at::arange(10, at::kDouble) * (n * (n + 1) / 2) / 3.0;
@@ -208,6 +209,11 @@ void all_reduce(ProcessGroup& pg, P2P&) {
   check_equal(base, at::ones({3, 4}, at::kFloat) * (n * (n + 1) / 2), "non-contiguous sum");
   Work w = pg.iall_reduce(at::ones({2}, at::kLong));
   w.wait();
+  // The four blocking calls are counted, with their bytes and some time; the posted one is not.
+  const CommCounters c = pg.counters();
+  check(c.all_reduces == 4u, "all_reduces counted: " + std::to_string(c.all_reduces));
+  check(c.all_reduce_bytes == 10u * 8 + 3 * 4 + 3 * 8 + 12 * 4, "all_reduce bytes: " + std::to_string(c.all_reduce_bytes));
+  check(c.all_reduce_us > 0, "all_reduce time");
   pg.barrier();
 }
 
