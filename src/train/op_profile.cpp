@@ -1,54 +1,67 @@
 #include "train/op_profile.hpp"
 
-#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace hp::train {
+namespace {
 
 namespace prof = torch::autograd::profiler;
+namespace impl = torch::profiler::impl;
+
+// The profiler PyTorch's torch.profiler (and autograd.profiler.profile) runs,
+// CPU only; it works without libkineto. The legacy profiler costs far more
+// per event: on this kind of machine it doubled the step it profiled.
+impl::ProfilerConfig cpu_config() { return impl::ProfilerConfig(impl::ProfilerState::KINETO); }
+const std::set<impl::ActivityType>& cpu_only() {
+  static const std::set<impl::ActivityType> activities{impl::ActivityType::CPU};
+  return activities;
+}
+
+// An event's start and length in µs: LibTorch 1.13 gives µs, later versions ns.
+template <class E>
+auto start_us(const E& e, int) -> decltype(e.startNs(), double()) { return e.startNs() / 1000.0; }
+template <class E>
+double start_us(const E& e, long) { return static_cast<double>(e.startUs()); }
+template <class E>
+auto duration_us(const E& e, int) -> decltype(e.durationNs(), double()) { return e.durationNs() / 1000.0; }
+template <class E>
+double duration_us(const E& e, long) { return static_cast<double>(e.durationUs()); }
+
+}  // namespace
 
 OpProfile::OpProfile() {
-  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  prof::prepareProfiler(cpu_config(), cpu_only());
+  prof::enableProfiler(cpu_config(), cpu_only());
   on_ = true;
 }
 
 OpProfile::~OpProfile() {
-  if (on_) prof::disableProfilerLegacy();
+  if (on_) prof::disableProfiler();
 }
 
 std::vector<OpTime> OpProfile::stop() {
   on_ = false;
-  const prof::thread_event_lists lists = prof::disableProfilerLegacy();
-  // A range's pop carries its push's handle but need not follow it in LIFO order, nor on the same
-  // thread: c10d ends a gloo:send range where the send completes. So ranges are paired by handle,
-  // as PyTorch's own parser does, and nested by their intervals on the thread that opened them.
+  const std::unique_ptr<prof::ProfilerResult> result = prof::disableProfiler();
+  // Each event is an interval on the thread that opened it; c10d's gloo:send
+  // ranges close where the send completes, on another thread, and still come
+  // as one interval. Ranges nest by their intervals per thread.
   struct Range {
-    const prof::LegacyEvent* push;
+    std::string name;
     double start_us = 0, end_us = 0, children_us = 0;
   };
-  const prof::LegacyEvent* origin = nullptr;
-  std::map<std::pair<at::RecordFunctionHandle, int>, const prof::LegacyEvent*> open;
   std::map<std::uint64_t, std::vector<Range>> by_thread;
-  for (const auto& list : lists)
-    for (const auto& e : list) {
-      if (origin == nullptr) origin = &e;
-      const auto key = std::make_pair(e.handle(), e.nodeId());
-      if (e.kind() == prof::EventKind::PushRange) {
-        open[key] = &e;
-      } else if (e.kind() == prof::EventKind::PopRange) {
-        const auto it = open.find(key);
-        if (it == open.end()) continue;
-        const prof::LegacyEvent* push = it->second;
-        open.erase(it);
-        by_thread[push->threadId()].push_back({push, origin->cpuElapsedUs(*push), origin->cpuElapsedUs(e)});
-      }
-    }
+  for (const auto& e : result->events()) {
+    const double start = start_us(e, 0);
+    by_thread[e.startThreadId()].push_back({e.name(), start, start + duration_us(e, 0)});
+  }
   std::map<std::string, OpTime> by_name;
   auto account = [&](const Range& r) {
-    OpTime& t = by_name[r.push->name()];
-    t.name = r.push->name();
+    OpTime& t = by_name[r.name];
+    t.name = r.name;
     ++t.calls;
     t.total_us += r.end_us - r.start_us;
     t.self_us += r.end_us - r.start_us - r.children_us;

@@ -1,6 +1,6 @@
 // OpProfile: where a region's CPU time went, by LibTorch operator (aten::mm,
-// AddmmBackward0, ...), read from LibTorch's own profiler (the legacy one,
-// which every LibTorch since 1.13 has and which needs no Kineto).
+// AddmmBackward0, ...), read from LibTorch's own profiler (the one
+// torch.profiler runs, CPU activities only; it needs no libkineto).
 //
 // Contract: one OpProfile at a time per process (the profiler is process
 // state); it records the ops of the thread that made it and of the threads
