@@ -239,9 +239,10 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
   return row;
 }
 
-// The mean of `reps` timed all-reduces of `bytes` over `g` (after one
-// untimed), in ms: the mean, not the best or the median, because the step
-// pays for its slow calls too (a peer descheduled now and then). `as_bucket` times what GradReducer does
+// The mean of `reps` timed all-reduces of `bytes` over `g` (after three
+// untimed, which grow the heap), in ms: the mean, not the best or the median,
+// because the step pays for its slow calls too (a peer descheduled now and
+// then; here one 25 MiB average in four or five takes 130 ms, not 25). `as_bucket` times what GradReducer does
 // with a bucket: the gradients copied into one flat tensor, all-reduced,
 // divided and copied back. Each is timed after `after_ms` of sleep: after an
 // emulated layer, as the tensor-parallel all-reduces meet one in a step, the
@@ -250,24 +251,26 @@ double all_reduce_ms(comm::ProcessGroup& g, double bytes, int reps, bool as_buck
   const std::int64_t n = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
   at::Tensor grads = at::zeros({n}, at::kFloat);
   std::vector<double> ms;
-  for (int r = 0; r < reps + 1; ++r) {
+  constexpr int kWarmUp = 3;
+  for (int r = 0; r < kWarmUp + reps; ++r) {
     if (after_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(after_ms));
     const auto t0 = Clock::now();
     at::Tensor flat = as_bucket ? grads.clone() : grads;
     g.all_reduce(flat);
     if (as_bucket) grads.copy_(flat.div_(g.world_size()));
-    if (r > 0) ms.push_back(ms_since(t0));
+    if (r >= kWarmUp) ms.push_back(ms_since(t0));
   }
   return std::accumulate(ms.begin(), ms.end(), 0.0) / reps;
 }
 
 // A ring all-reduce's latency and bandwidth over `g` (bytes per ms), from
-// the times of a 4-byte all-reduce and one of `bytes` (as_bucket: as above).
-// Collective over g.
-std::pair<double, double> all_reduce_link(comm::ProcessGroup& g, double bytes, bool as_bucket, double after_ms) {
+// `reps` times of a 4-byte all-reduce and of one of `bytes` (as_bucket: as
+// above). Collective over g.
+std::pair<double, double> all_reduce_link(comm::ProcessGroup& g, double bytes, bool as_bucket, double after_ms,
+                                          int reps) {
   bytes = std::max(bytes, 4096.0);
-  const double latency = all_reduce_ms(g, 4, 25, false, after_ms);
-  const double big = all_reduce_ms(g, bytes, 25, as_bucket, after_ms);
+  const double latency = all_reduce_ms(g, 4, reps, false, after_ms);
+  const double big = all_reduce_ms(g, bytes, reps, as_bucket, after_ms);
   const int n = g.world_size();
   return {latency, 2.0 * (n - 1) / n * bytes / std::max(big - latency, 1e-3)};
 }
@@ -448,15 +451,22 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
     const schedule::StageCost c0 = cm.stage(rank);
     cm.tp = at.tp->world_size();
     std::tie(cm.tp_latency, cm.tp_bw) = all_reduce_link(*at.tp, c0.tp_f.calls ? c0.tp_f.bytes / c0.tp_f.calls : 0, false,
-                                                        a.model.emulate.forward_ms / cm.tp);
+                                                        a.model.emulate.forward_ms / cm.tp, 25);
   }
   double mine = 0;  // this rank's gradients
   for (int c = 0; c < layout.vpp; ++c) mine += cm.stage(c * layout.pp + rank).grad_bytes;
   if (at.average) {
-    // Priced at one bucket's size, as the reducer runs a bucket.
+    // Priced at one bucket's size, as the reducer runs a bucket; one group at
+    // a time, as a step's stages average at different times (1F1B's last
+    // stage first), where all at once they would share the cores.
     cm.dp = at.average->world_size();
     cm.bucket_bytes = static_cast<double>(p.options().grad_bucket_bytes);
-    std::tie(cm.dp_latency, cm.dp_bw) = all_reduce_link(*at.average, std::min(mine, cm.bucket_bytes), true, 0);
+    const int groups = layout.pp * at.parallel.tensor.size, mine_index = rank * at.parallel.tensor.size + at.parallel.tensor.rank;
+    for (int g = 0; g < groups; ++g) {
+      if (g == mine_index)
+        std::tie(cm.dp_latency, cm.dp_bw) = all_reduce_link(*at.average, std::min(mine, cm.bucket_bytes), true, 0, 15);
+      job->barrier();
+    }
   }
   // Every pipeline rank prices the links as its own groups measured them; rank 0's are simulated.
   const auto sim = schedule::simulate(schedule::generate(layout), cm);
