@@ -242,11 +242,12 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
 // The mean of `reps` timed all-reduces of `bytes` over `g` (after three
 // untimed, which grow the heap), in ms: the mean, not the best or the median,
 // because the step pays for its slow calls too (a peer descheduled now and
-// then; here one 25 MiB average in four or five takes 130 ms, not 25). `as_bucket` times what GradReducer does
-// with a bucket: the gradients copied into one flat tensor, all-reduced,
-// divided and copied back. Each is timed after `after_ms` of sleep: after an
-// emulated layer, as the tensor-parallel all-reduces meet one in a step, the
-// peers wake at different times and the first to arrive waits. Collective over g.
+// then; here one 25 MiB average in four or five takes 130 ms, not 25).
+// `as_bucket` times what GradReducer does with a bucket: the gradients copied
+// into one flat tensor, all-reduced, divided and copied back. Each is timed
+// after `after_ms` of sleep: after an emulated layer, as the tensor-parallel
+// all-reduces meet one in a step, the peers wake at different times and the
+// first to arrive waits. Collective over g.
 double all_reduce_ms(comm::ProcessGroup& g, double bytes, int reps, bool as_bucket, double after_ms) {
   const std::int64_t n = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
   at::Tensor grads = at::zeros({n}, at::kFloat);
@@ -356,6 +357,61 @@ void print_op_profile(runtime::Pipeline& p, const std::vector<runtime::MicroBatc
   }
 }
 
+// This rank's share of its stages' gradients, in bytes.
+double rank_grad_bytes(const schedule::CostModel& cm, const schedule::ScheduleOptions& layout, int rank) {
+  double bytes = 0;
+  for (int c = 0; c < layout.vpp; ++c) bytes += cm.stage(c * layout.pp + rank).grad_bytes;
+  return bytes;
+}
+
+// The mesh's links in `cm`, from timed all-reduces of this rank's groups:
+// the tp group's at the mean size of a forward's all-reduces (the
+// activations'), and the data-parallel group's at one bucket, as the reducer
+// runs a bucket. The data-parallel groups time theirs one at a time, as a
+// step's stages average at different times (1F1B's last stage first), where
+// all at once they would share the cores. Collective over the job.
+void price_mesh_links(const train::Place& at, const schedule::ScheduleOptions& layout, double layer_forward_ms,
+                      std::int64_t bucket_bytes, schedule::CostModel& cm) {
+  const int rank = at.stage_rank, tp = at.parallel.tensor.size;
+  if (at.tp) {
+    const schedule::StageCost c = cm.stage(rank);
+    cm.tp = tp;
+    std::tie(cm.tp_latency, cm.tp_bw) =
+        all_reduce_link(*at.tp, c.tp_f.calls ? c.tp_f.bytes / c.tp_f.calls : 0, false, layer_forward_ms / tp, 25);
+  }
+  if (!at.average) return;
+  cm.dp = at.average->world_size();
+  cm.bucket_bytes = static_cast<double>(bucket_bytes);
+  const double bucket = std::min(rank_grad_bytes(cm, layout, rank), cm.bucket_bytes);
+  for (int g = 0; g < layout.pp * tp; ++g) {
+    if (g == rank * tp + at.parallel.tensor.rank)
+      std::tie(cm.dp_latency, cm.dp_bw) = all_reduce_link(*at.average, bucket, true, 0, 15);
+    at.world->barrier();
+  }
+}
+
+// A rank's tensor-parallel all-reduces in one step: calls, bytes and ms,
+// each measured (the counters' difference over `steps` steps) beside as
+// simulated (`simulated`: the rank's report).
+nlohmann::json tensor_parallel_json(const schedule::CostModel& cm, const schedule::RankReport& simulated,
+                                    const comm::CommCounters& before, const comm::CommCounters& after, int steps) {
+  int calls = 0;
+  double bytes = 0, ms = 0;
+  for (const auto& ta : simulated.timeline) {
+    if (ta.action.type != schedule::ActionType::FWD && ta.action.type != schedule::ActionType::BWD) continue;
+    const schedule::StageCost sc = cm.stage(ta.action.stage);
+    const schedule::Collectives& c = ta.action.type == schedule::ActionType::FWD ? sc.tp_f : sc.tp_b;
+    calls += c.calls, bytes += c.bytes, ms += cm.tp_time(c);
+  }
+  const double n = steps;
+  return {{"tp", cm.tp},
+          {"calls", {(after.all_reduces - before.all_reduces) / n, calls}},
+          {"bytes", {(after.all_reduce_bytes - before.all_reduce_bytes) / n, bytes}},
+          {"ms", {(after.all_reduce_us - before.all_reduce_us) / 1000 / n, ms}},
+          {"latency_ms", cm.tp_latency},
+          {"bytes_per_ms", cm.tp_bw}};
+}
+
 // Steps of `p` timed, in ms per step; collective over the job.
 double time_steps(runtime::Pipeline& p, const std::vector<runtime::MicroBatch>& micros, int steps, bool sync_grads,
                   comm::ProcessGroup* job, const std::function<void()>& after_step) {
@@ -446,28 +502,8 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
     }
     cm.broadcast_bw = cm.broadcast_bytes / std::max(best_ms, 1e-3);
   }
-  if (at.tp) {
-    // Priced at the mean size of a forward's all-reduces (the activations').
-    const schedule::StageCost c0 = cm.stage(rank);
-    cm.tp = at.tp->world_size();
-    std::tie(cm.tp_latency, cm.tp_bw) = all_reduce_link(*at.tp, c0.tp_f.calls ? c0.tp_f.bytes / c0.tp_f.calls : 0, false,
-                                                        a.model.emulate.forward_ms / cm.tp, 25);
-  }
-  double mine = 0;  // this rank's gradients
-  for (int c = 0; c < layout.vpp; ++c) mine += cm.stage(c * layout.pp + rank).grad_bytes;
-  if (at.average) {
-    // Priced at one bucket's size, as the reducer runs a bucket; one group at
-    // a time, as a step's stages average at different times (1F1B's last
-    // stage first), where all at once they would share the cores.
-    cm.dp = at.average->world_size();
-    cm.bucket_bytes = static_cast<double>(p.options().grad_bucket_bytes);
-    const int groups = layout.pp * at.parallel.tensor.size, mine_index = rank * at.parallel.tensor.size + at.parallel.tensor.rank;
-    for (int g = 0; g < groups; ++g) {
-      if (g == mine_index)
-        std::tie(cm.dp_latency, cm.dp_bw) = all_reduce_link(*at.average, std::min(mine, cm.bucket_bytes), true, 0, 15);
-      job->barrier();
-    }
-  }
+  const double mine = rank_grad_bytes(cm, layout, rank);
+  price_mesh_links(at, layout, a.model.emulate.forward_ms, p.options().grad_bucket_bytes, cm);
   // Every pipeline rank prices the links as its own groups measured them; rank 0's are simulated.
   const auto sim = schedule::simulate(schedule::generate(layout), cm);
   schedule::CostModel alone_cm = cm;
@@ -487,25 +523,8 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   nlohmann::json theory = nullptr;
   if (layout.kind != schedule::ScheduleKind::MPipe && layout.pp > 1)
     theory = static_cast<double>(layout.pp - 1) / (layout.vpp * a.mb);
-  // This rank's tensor-parallel all-reduces in one step, measured and as simulated.
-  nlohmann::json tensor_parallel = nullptr;
-  if (at.tp) {
-    int calls = 0;
-    double bytes = 0, ms = 0;
-    for (const auto& ta : sim.ranks[rank].timeline) {
-      if (ta.action.type != schedule::ActionType::FWD && ta.action.type != schedule::ActionType::BWD) continue;
-      const schedule::StageCost sc = cm.stage(ta.action.stage);
-      const schedule::Collectives& c = ta.action.type == schedule::ActionType::FWD ? sc.tp_f : sc.tp_b;
-      calls += c.calls, bytes += c.bytes, ms += cm.tp_time(c);
-    }
-    const double steps = a.steps;
-    tensor_parallel = {{"tp", cm.tp},
-                       {"calls", {(tp_after.all_reduces - tp_before.all_reduces) / steps, calls}},
-                       {"bytes", {(tp_after.all_reduce_bytes - tp_before.all_reduce_bytes) / steps, bytes}},
-                       {"ms", {(tp_after.all_reduce_us - tp_before.all_reduce_us) / 1000 / steps, ms}},
-                       {"latency_ms", cm.tp_latency},
-                       {"bytes_per_ms", cm.tp_bw}};
-  }
+  const nlohmann::json tensor_parallel =
+      at.tp ? tensor_parallel_json(cm, sim.ranks[rank], tp_before, tp_after, a.steps) : nlohmann::json(nullptr);
   nlohmann::json data_parallel = nullptr;
   if (at.replicas > 1)
     data_parallel = {{"dp", cm.dp},
