@@ -51,7 +51,7 @@ torch::Tensor MixtureOfExperts::forward(const torch::Tensor& u) {
   const auto share = at::one_hot(r.experts, num_experts).sum(at::IntArrayRef{0, 1}).to(r.probs.scalar_type()) /
                      static_cast<double>(r.experts.numel());
   const auto aux = num_experts * (share * r.probs.mean(0)).sum() * options_.aux_loss_coeff;
-  last_aux_loss_ = aux.item<double>();
+  last_aux_loss_ = aux.detach();  // read only when asked: no device round trip per forward
   return inject_loss(out.reshape(u.sizes()), aux, options_.aux_loss_scale);
 }
 

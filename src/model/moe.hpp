@@ -50,13 +50,13 @@ class MixtureOfExperts : public torch::nn::Module {
   Routing route(const torch::Tensor& tokens);
   // Expert e on tokens [T, C].
   torch::Tensor expert(int e, const torch::Tensor& tokens);
-  double last_aux_loss() const { return last_aux_loss_; }
+  double last_aux_loss() const { return last_aux_loss_.defined() ? last_aux_loss_.item<double>() : 0.0; }
 
  private:
   MoEOptions options_;
   std::shared_ptr<Linear> router_;
   std::vector<std::shared_ptr<MLP>> experts_;
-  double last_aux_loss_ = 0;
+  torch::Tensor last_aux_loss_;
 };
 
 }  // namespace hp::model

@@ -60,21 +60,27 @@ MultiTokenPrediction::Losses MultiTokenPrediction::losses(const torch::Tensor& h
     for (auto& layer : d.layers) x = layer.forward(x);
     if (config_.enable_mhc_connections) x = d.contract(x);
     const auto loss = lm_loss(head(x), target.narrow(1, k, len), config_.tensor_parallel);
-    out.per_depth.push_back(loss.item<double>());
+    out.per_depth.push_back(loss.detach());
     sum = sum.defined() ? sum + loss : loss;
     prev = x;
   }
   out.total = sum * (loss_scaling_ / depth_);
-  sums_.resize(depth_, 0.0);
-  for (int k = 0; k < depth_; ++k) sums_[k] += out.per_depth[k];
+  // Summed where the losses are (no device round trip per micro-batch), in
+  // double as the reports are; read once a step by take_mean_losses.
+  const torch::Tensor these = at::stack(out.per_depth).to(at::kDouble);
+  sums_ = sums_.defined() ? sums_ + these : these;
   ++calls_;
   return out;
 }
 
 std::vector<double> MultiTokenPrediction::take_mean_losses() {
   std::vector<double> out(depth_, 0.0);
-  for (int k = 0; k < depth_ && calls_ > 0; ++k) out[k] = sums_[k] / calls_;
-  sums_.assign(depth_, 0.0);
+  if (calls_ > 0) {
+    const torch::Tensor mean = (sums_ / calls_).cpu().contiguous();
+    const double* m = mean.data_ptr<double>();
+    out.assign(m, m + depth_);
+  }
+  sums_ = torch::Tensor();
   calls_ = 0;
   return out;
 }

@@ -46,11 +46,12 @@ class MultiTokenPrediction : public torch::nn::Module {
                        const std::function<std::vector<MtpLayer>(int k)>& make_layers,
                        const std::function<MtpLayer(int k)>& make_contraction = nullptr);
 
-  // The scaled MTP loss of one micro-batch and each depth's loss (for logs).
+  // The scaled MTP loss of one micro-batch and each depth's loss (detached,
+  // for logs; still where the model runs).
   // h: [b, S, C]; target: int64 [b, S]; embed: ids -> [.., C]; head: [.., C] -> logits.
   struct Losses {
     torch::Tensor total;
-    std::vector<double> per_depth;
+    std::vector<torch::Tensor> per_depth;
   };
   Losses losses(const torch::Tensor& h, const torch::Tensor& target, const Fn& embed, const Fn& head);
 
@@ -72,7 +73,7 @@ class MultiTokenPrediction : public torch::nn::Module {
   int depth_;
   double loss_scaling_;
   std::vector<Depth> depths_;
-  std::vector<double> sums_;
+  torch::Tensor sums_;  // [depth] double: each depth's losses since the last take
   int calls_ = 0;
 };
 
