@@ -13,7 +13,6 @@
 #include <iomanip>
 #include <iostream>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -28,6 +27,7 @@
 #include "comm/process_group.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/action_trace.hpp"
+#include "runtime/grad_reducer.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/tensor_memory.hpp"
 #include "schedule/generate.hpp"
@@ -82,8 +82,9 @@ std::vector<std::string> split(const std::string& list) {
 }
 
 // A result row's name as bench prints it: "1f1b v1", "mpipe/1f1b v1".
+std::string row_label(const std::string& schedule, int vpp) { return schedule + " v" + std::to_string(vpp); }
 std::string row_label(const nlohmann::json& row) {
-  return row["schedule"].get<std::string>() + " v" + std::to_string(row["vpp"].get<int>());
+  return row_label(row["schedule"].get<std::string>(), row["vpp"].get<int>());
 }
 
 // --model: the family as a train::Task, the same as train builds it (GPT on
@@ -239,41 +240,60 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
   return row;
 }
 
-// The mean of `reps` timed all-reduces of `bytes` over `g` (after three
-// untimed, which grow the heap), in ms: the mean, not the best or the median,
-// because the step pays for its slow calls too (a peer descheduled now and
-// then; here one 25 MiB average in four or five takes 130 ms, not 25).
-// `as_bucket` times what GradReducer does with a bucket: the gradients copied
-// into one flat tensor, all-reduced, divided and copied back. Each is timed
-// after `after_ms` of sleep: after an emulated layer, as the tensor-parallel
+// The mean time of `reps` runs of `op` (after three untimed, which grow the
+// heap), in ms: the mean, not the best or the median, because a step pays
+// for its slow collectives too (a peer descheduled now and then; here one
+// 25 MiB average in four or five takes 130 ms, not 25). Each run follows
+// `after_ms` of sleep: after an emulated layer, as the tensor-parallel
 // all-reduces meet one in a step, the peers wake at different times and the
-// first to arrive waits. Collective over g.
-double all_reduce_ms(comm::ProcessGroup& g, double bytes, int reps, bool as_bucket, double after_ms) {
-  const std::int64_t n = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
-  at::Tensor grads = at::zeros({n}, at::kFloat);
-  std::vector<double> ms;
+// first to arrive waits.
+double mean_ms(int reps, double after_ms, const std::function<void()>& op) {
   constexpr int kWarmUp = 3;
+  double total = 0;
   for (int r = 0; r < kWarmUp + reps; ++r) {
     if (after_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(after_ms));
     const auto t0 = Clock::now();
-    at::Tensor flat = as_bucket ? grads.clone() : grads;
-    g.all_reduce(flat);
-    if (as_bucket) grads.copy_(flat.div_(g.world_size()));
-    if (r >= kWarmUp) ms.push_back(ms_since(t0));
+    op();
+    if (r >= kWarmUp) total += ms_since(t0);
   }
-  return std::accumulate(ms.begin(), ms.end(), 0.0) / reps;
+  return total / reps;
 }
 
-// A ring all-reduce's latency and bandwidth over `g` (bytes per ms), from
-// `reps` times of a 4-byte all-reduce and of one of `bytes` (as_bucket: as
-// above). Collective over g.
-std::pair<double, double> all_reduce_link(comm::ProcessGroup& g, double bytes, bool as_bucket, double after_ms,
-                                          int reps) {
-  bytes = std::max(bytes, 4096.0);
-  const double latency = all_reduce_ms(g, 4, reps, false, after_ms);
-  const double big = all_reduce_ms(g, bytes, reps, as_bucket, after_ms);
+// A float tensor of about `bytes`.
+at::Tensor floats_of(double bytes) {
+  return at::zeros({std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4))}, at::kFloat);
+}
+
+// A ring all-reduce's latency and bandwidth over `g` (bytes per ms): the
+// latency from a 4-byte all-reduce, the bandwidth from `big_ms`, the time of
+// `bytes` as the step moves them. Collective over g.
+std::pair<double, double> ring_link(comm::ProcessGroup& g, double bytes, int reps, double after_ms,
+                                    const std::function<double()>& big_ms) {
+  const at::Tensor one = floats_of(4);
+  const double latency = mean_ms(reps, after_ms, [&] { g.all_reduce(one); });
   const int n = g.world_size();
-  return {latency, 2.0 * (n - 1) / n * bytes / std::max(big - latency, 1e-3)};
+  return {latency, 2.0 * (n - 1) / n * bytes / std::max(big_ms() - latency, 1e-3)};
+}
+
+// The tensor-parallel link, from all-reduces of `bytes` after `after_ms` of
+// sleep each. Collective over g.
+std::pair<double, double> tp_link(comm::ProcessGroup& g, double bytes, double after_ms) {
+  constexpr int kReps = 25;
+  bytes = std::max(bytes, 4096.0);
+  const at::Tensor t = floats_of(bytes);
+  return ring_link(g, bytes, kReps, after_ms, [&] { return mean_ms(kReps, after_ms, [&] { g.all_reduce(t); }); });
+}
+
+// The data-parallel link, from a GradReducer averaging one bucket of `bytes`
+// of gradients as a step's reducer does (copied into one flat tensor,
+// all-reduced, divided and copied back). Collective over g.
+std::pair<double, double> dp_link(comm::ProcessGroup& g, double bytes) {
+  constexpr int kReps = 15;
+  bytes = std::max(bytes, 4096.0);
+  const at::Tensor w = floats_of(bytes).requires_grad_(true);
+  w.mutable_grad() = at::zeros_like(w);
+  runtime::GradReducer reducer({{0, {{"bucket", w}}}}, &g, static_cast<std::int64_t>(bytes) + 4);
+  return ring_link(g, bytes, kReps, 0, [&] { return mean_ms(kReps, 0, [&] { reducer.finish(); }); });
 }
 
 // One more step, traced, and an AdamW step after a first one: where this rank's time went, in
@@ -376,8 +396,7 @@ void price_mesh_links(const train::Place& at, const schedule::ScheduleOptions& l
   if (at.tp) {
     const schedule::StageCost c = cm.stage(rank);
     cm.tp = tp;
-    std::tie(cm.tp_latency, cm.tp_bw) =
-        all_reduce_link(*at.tp, c.tp_f.calls ? c.tp_f.bytes / c.tp_f.calls : 0, false, layer_forward_ms / tp, 25);
+    std::tie(cm.tp_latency, cm.tp_bw) = tp_link(*at.tp, c.tp_f.calls ? c.tp_f.bytes / c.tp_f.calls : 0, layer_forward_ms / tp);
   }
   if (!at.average) return;
   cm.dp = at.average->world_size();
@@ -385,7 +404,7 @@ void price_mesh_links(const train::Place& at, const schedule::ScheduleOptions& l
   const double bucket = std::min(rank_grad_bytes(cm, layout, rank), cm.bucket_bytes);
   for (int g = 0; g < layout.pp * tp; ++g) {
     if (g == rank * tp + at.parallel.tensor.rank)
-      std::tie(cm.dp_latency, cm.dp_bw) = all_reduce_link(*at.average, bucket, true, 0, 15);
+      std::tie(cm.dp_latency, cm.dp_bw) = dp_link(*at.average, bucket);
     at.world->barrier();
   }
 }
@@ -455,7 +474,7 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   auto global = task.batch(0, a.mb * at.replicas, all);
   const std::vector<runtime::MicroBatch> micros(global.begin() + at.replica * a.mb,
                                                 global.begin() + (at.replica + 1) * a.mb);
-  const std::string label = name + " v" + std::to_string(layout.vpp);
+  const std::string label = row_label(name, layout.vpp);
   p.step(micros);  // warm-up
   p.zero_grad();
   memory::reset_peak();
@@ -687,7 +706,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     std::cout << "\nwhere one step went, ms (compute without waits | waits: for received data, the last sends, the"
                  " reductions | posting messages | the rest: the runtime between actions | an AdamW step)\n";
     for (const auto& r : results) {
-      std::cout << r["schedule"].get<std::string>() << " v" << r["vpp"].get<int>() << "\n";
+      std::cout << row_label(r) << "\n";
       std::cout << std::right << std::setw(8) << "rank" << std::setw(10) << "step" << std::setw(10) << "compute"
                 << std::setw(10) << "wait" << std::setw(10) << "post" << std::setw(10) << "rest" << std::setw(11)
                 << "optimizer" << std::setw(9) << "rest %" << "\n";

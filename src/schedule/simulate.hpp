@@ -66,7 +66,7 @@ struct CostModel {
   double pre_grad_bytes = 0.0;
 
   StageCost stage(int s) const;
-  // The tp all-reduces of one forward (or backward) of stage s.
+  // The time of the tp all-reduces `c` (one forward's or backward's of a stage).
   double tp_time(const Collectives& c) const;
   // Every cost finite and >= 0 (recompute: any finite value; < 0 means pre_f;
   // tp, dp >= 1; bucket_bytes > 0). Throws std::invalid_argument naming the
