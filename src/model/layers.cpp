@@ -1,6 +1,7 @@
 #include "model/layers.hpp"
 
 #include "model/emulated_device.hpp"
+#include "model/fused_linear.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/context_parallel.hpp"
 #include "model/kv_cache.hpp"
@@ -22,7 +23,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias,
   if (with_bias) bias = register_parameter("bias", at::zeros({out_features}, opts));
 }
 
-torch::Tensor Linear::forward(const torch::Tensor& x) { return at::linear(x, weight, bias); }
+torch::Tensor Linear::forward(const torch::Tensor& x) { return fused_linear(x, weight, bias); }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, c10::ScalarType dtype) : dim_(dim), eps_(eps) {
   const auto opts = at::TensorOptions().dtype(dtype);

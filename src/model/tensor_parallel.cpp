@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "comm/process_group.hpp"
+#include "model/fused_linear.hpp"
 #include "model/parallel_mappings.hpp"
 
 namespace hp::model {
@@ -141,7 +142,7 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, bool with_bi
 }
 
 torch::Tensor ColumnParallelLinear::forward(const torch::Tensor& x) {
-  return at::linear(enter_tensor_parallel(x, tp_), weight, bias);
+  return fused_linear(enter_tensor_parallel(x, tp_), weight, bias);
 }
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool with_bias, c10::ScalarType dtype,
@@ -155,8 +156,8 @@ RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool with_bias, c1
 
 torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) {
   // Alone, the bias folds into the product (one addmm, as torch's Linear).
-  if (tp_.size == 1) return at::linear(x, weight, bias);
-  at::Tensor y = leave_tensor_parallel(at::linear(x, weight), tp_);
+  if (tp_.size == 1) return fused_linear(x, weight, bias);
+  at::Tensor y = leave_tensor_parallel(fused_linear(x, weight), tp_);
   return bias.defined() ? y + bias : y;
 }
 
