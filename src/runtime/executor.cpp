@@ -46,6 +46,21 @@ int batch_order(ActionType t) {
 
 std::string describe(const Action& a) { return schedule::format_action(a); }
 
+// The order run() takes a batch of consecutive communication actions in.
+std::vector<size_t> comm_batch_order(const std::vector<Action>& actions, size_t begin, size_t end) {
+  std::vector<size_t> order;
+  for (size_t i = begin; i < end; ++i) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return batch_order(actions[x].type) < batch_order(actions[y].type); });
+  return order;
+}
+
+// The end of the batch of communication actions that starts at i.
+size_t comm_batch_end(const std::vector<Action>& actions, size_t i) {
+  while (i < actions.size() && schedule::is_p2p(actions[i].type)) ++i;
+  return i;
+}
+
 }  // namespace
 
 Executor::Executor(const schedule::ScheduleOptions& layout, int rank, comm::ProcessGroup* pg,
@@ -264,24 +279,46 @@ void Executor::send_backward(const Action& a) {
   post_send(g, a.peer, kGrad, a.stage, a.micro);
 }
 
-void Executor::recv_forward(const Action& a) {
+void Executor::recv_forward(const Action& a) { recv_body(a); }
+
+void Executor::recv_backward(const Action& a) { recv_body(a); }
+
+void Executor::post_body_recv(const Action& a) {
+  const bool forward = a.type == ActionType::RECV_F;
+  // An activation is named by the stage that sent it, a gradient by the one that sent it back.
+  const int from = forward ? a.stage - 1 : a.stage + 1;
   std::optional<TensorSpec> spec;
-  if (output_spec_) spec = output_spec_(a.stage - 1, a.micro);
-  post_recv(a.peer, kAct, a.stage - 1, a.micro, spec);
+  if (output_spec_) spec = output_spec_(forward ? a.stage - 1 : a.stage, a.micro);
+  post_recv(a.peer, forward ? kAct : kGrad, from, a.micro, spec);
 }
 
-void Executor::recv_backward(const Action& a) {
-  std::optional<TensorSpec> spec;
-  if (output_spec_) spec = output_spec_(a.stage, a.micro);
-  post_recv(a.peer, kGrad, a.stage + 1, a.micro, spec);
+void Executor::recv_body(const Action& a) {
+  // The list reaches its receives in body_recvs_'s order: this one, unless already posted ahead.
+  if (recvs_reached_++ < recvs_posted_) {
+    untraced_ = true;  // the trace has its post, ahead
+    return;
+  }
+  post_body_recv(a);
+  recvs_posted_ = recvs_reached_;
+}
+
+void Executor::post_recvs_ahead() {
+  while (recvs_posted_ < body_recvs_.size() && recvs_.size() < static_cast<size_t>(options_.recv_lookahead)) {
+    const Action& a = body_recvs_[recvs_posted_++];
+    if (!trace_) {
+      post_body_recv(a);
+      continue;
+    }
+    posted_bytes_ = 0;
+    const double start = trace_->now_us();
+    post_body_recv(a);
+    const double end = trace_->now_us();
+    trace_->add({describe(a) + " (ahead)", "post", a, start, end, posted_bytes_, 0, end});
+  }
 }
 
 void Executor::run_comm_batch(const std::vector<Action>& actions, size_t begin, size_t end) {
-  std::vector<size_t> order;
-  for (size_t i = begin; i < end; ++i) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return batch_order(actions[x].type) < batch_order(actions[y].type); });
-  for (size_t i : order) run_action(actions[i]);
+  for (size_t i : comm_batch_order(actions, begin, end)) run_action(actions[i]);
 }
 
 void Executor::run_action(const Action& a) {
@@ -291,6 +328,7 @@ void Executor::run_action(const Action& a) {
   }
   current_ = &a;
   posted_bytes_ = 0;
+  untraced_ = false;
   const double start = trace_->now_us();
   waited_us_ = 0;
   ready_us_ = start;
@@ -302,8 +340,9 @@ void Executor::run_action(const Action& a) {
   }
   // MPipe's gradient receive runs the preprocess backward: compute.
   const bool post = schedule::is_p2p(a.type) && a.type != ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD;
-  trace_->add({describe(a), post ? "post" : "compute", a, start, trace_->now_us(), post ? posted_bytes_ : 0,
-               waited_us_, ready_us_});
+  if (!untraced_)
+    trace_->add({describe(a), post ? "post" : "compute", a, start, trace_->now_us(), post ? posted_bytes_ : 0,
+                 waited_us_, ready_us_});
   current_ = nullptr;
 }
 
@@ -317,6 +356,19 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
   loss_sum_ = at::Tensor();
   outputs_.clear();
   for (auto& [index, st] : stages_) st->reset();
+  body_recvs_.clear();
+  recvs_posted_ = recvs_reached_ = 0;
+  for (size_t b = 0; b < actions.size();) {
+    if (!schedule::is_p2p(actions[b].type)) {
+      ++b;
+      continue;
+    }
+    const size_t e = comm_batch_end(actions, b);
+    for (size_t k : comm_batch_order(actions, b, e))
+      if (actions[k].type == ActionType::RECV_F || actions[k].type == ActionType::RECV_B)
+        body_recvs_.push_back(actions[k]);
+    b = e;
+  }
   size_t i = 0;
   const bool noted = comm::positions_noted();
   const int count = static_cast<int>(actions.size());
@@ -328,12 +380,13 @@ double Executor::run(const std::vector<Action>& actions, const std::vector<Micro
                                   describe(a) + "): no handler is registered for " +
                                   std::string(schedule::type_name(a.type)));
     if (schedule::is_p2p(a.type)) {
-      size_t j = i;
-      while (j < actions.size() && schedule::is_p2p(actions[j].type)) ++j;
+      const size_t j = comm_batch_end(actions, i);
       run_comm_batch(actions, i, j);
       i = j;
       continue;
     }
+    // Before the compute: what arrives while it runs is then already on its way.
+    post_recvs_ahead();
     run_action(a);
     ++i;
   }

@@ -7,13 +7,14 @@
 //
 // Communication is asynchronous: a send is posted and waited by a send queue's
 // thread, which frees the sent tensor as soon as it has gone (run() drains the
-// queue before it returns); a receive is posted
-// where the list has it and waited where its data is consumed (a receive
-// that carries a meta message, for the first step's shape learning or
-// variable_seq_len, waits for the meta there too, then for the data). Within a run of
-// consecutive communication actions every send is posted before any receive
-// (forward messages before backward ones), so a schedule that validate()
-// accepts cannot deadlock here.
+// queue before it returns); a receive is posted where the list has it, or
+// earlier (ExecutorOptions::recv_lookahead), and waited where its data is
+// consumed (a receive that carries a meta message, for the first step's shape
+// learning or variable_seq_len, waits for the meta there too, then for the
+// data). Within a run of consecutive communication actions every send is
+// posted before any receive (forward messages before backward ones), so a
+// schedule that validate() accepts cannot deadlock here; posting a receive
+// earlier never blocks, so it cannot add a deadlock.
 //
 // Shapes. A receiver allocates from a TensorSpec it knows (declare_known_shapes)
 // or, for every other kind of message, from what the first run learned: in the
@@ -60,6 +61,14 @@ struct ExecutorOptions {
   // Ship every activation and gradient with a shape/dtype meta message, for
   // micro-batches whose shapes (sequence lengths) differ from step to step.
   bool variable_seq_len = false;
+  // Activation and gradient receives (RECV_F, RECV_B) posted ahead of where
+  // the list has them, in list order, while fewer than this many receives are
+  // outstanding. Gloo moves a message's data only once its receive is posted:
+  // posted where the data is needed, each message costs a round trip between
+  // the two ranks' transport threads just then; posted ahead, the sender writes
+  // it at once and it arrives while this rank computes. Each costs its buffer
+  // early. 0: each where the list has it.
+  int recv_lookahead = 4;
 };
 
 class Executor {
@@ -137,6 +146,10 @@ class Executor {
   void send_backward(const schedule::Action& a);
   void recv_forward(const schedule::Action& a);
   void recv_backward(const schedule::Action& a);
+  // RECV_F and RECV_B, where the list has them or ahead (recv_lookahead).
+  void recv_body(const schedule::Action& a);
+  void post_body_recv(const schedule::Action& a);
+  void post_recvs_ahead();
   at::Tensor stage_input(int stage, int micro);
 
   schedule::ScheduleOptions layout_;
@@ -159,6 +172,11 @@ class Executor {
   std::unique_ptr<comm::P2P> p2p_;
   std::unique_ptr<comm::SendQueue> sends_;  // with p2p_
   std::map<int, comm::Work> recvs_;
+  // This run's RECV_F and RECV_B in the order the list runs them; the first
+  // recvs_posted_ are posted, the first recvs_reached_ reached by the list.
+  std::vector<schedule::Action> body_recvs_;
+  size_t recvs_posted_ = 0, recvs_reached_ = 0;
+  bool untraced_ = false;  // the running action asks not to be recorded
   // The weighted losses of the step, summed in double on the loss's device:
   // read once at the end of run(), not once per micro-batch (on a GPU each
   // read would wait for the device).

@@ -73,4 +73,22 @@ TEST(GivenShapes, AnOutputThatDiffersFromTheModelsOutputSpecIsRefusedByTheSender
   EXPECT_NE(out.find("the model's output_spec says [2, 6, 16]"), std::string::npos) << out;
 }
 
+// Receives posted ahead of the list (ExecutorOptions::recv_lookahead): with
+// it every receive of a 1F1B step but those the list posts before its first
+// compute goes out early; without it none. (Equivalence above runs with the
+// default lookahead.)
+TEST(RecvLookahead, ReceivesArePostedBeforeTheListReachesThem) {
+  for (int n : {0, 4}) {
+    int code = -1;
+    const std::string out =
+        hp::testing::launch_workers("pipeline_worker", 2, {"lookahead", std::to_string(n)}, &code);
+    ASSERT_EQ(code, 0) << out;
+    // Rank 0 receives 8 gradients, its first compute before all of them;
+    // rank 1 receives 8 activations, the first posted by the list before its first compute.
+    const std::string pre = "LOOKAHEAD " + std::to_string(n) + " rank ";
+    EXPECT_NE(out.find(pre + "0 receives 8 ahead " + (n ? "8" : "0")), std::string::npos) << out;
+    EXPECT_NE(out.find(pre + "1 receives 8 ahead " + (n ? "7" : "0")), std::string::npos) << out;
+  }
+}
+
 }  // namespace

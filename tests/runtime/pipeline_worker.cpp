@@ -7,6 +7,8 @@
 //
 //   pipeline_worker memory SCHEDULE:MB:DEALLOC...
 //
+//   pipeline_worker lookahead N
+//
 
 // For each case: one pipelined step in double precision, then this rank's
 // loss and the gradient of every parameter it holds are compared with the
@@ -20,6 +22,11 @@
 // the second step above what it held before it (the first step learns the
 // shapes and allocates the gradients), printed as
 //   MEMORY <schedule> mb=<MB> dealloc=<0|1> rank <r> peak_bytes <n> output_bytes <n>
+//
+// lookahead: one traced 1F1B step of 8 micro-batches (after a first that
+// learns the shapes) with ExecutorOptions::recv_lookahead N, printed as
+//   LOOKAHEAD <N> rank <r> receives <n> ahead <n>
+// (ahead: receives posted before the list reached them).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -31,6 +38,7 @@
 #include "comm/dist_env.hpp"
 #include "comm/process_group.hpp"
 #include "model/gpt_stages.hpp"
+#include "runtime/action_trace.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
 #include "runtime/tensor_memory.hpp"
@@ -101,9 +109,40 @@ int memory(comm::ProcessGroup& pg, int argc, char** argv) {
   return 0;
 }
 
+int lookahead(comm::ProcessGroup& pg, int n) {
+  runtime::PipelineOptions o;
+  o.schedule.kind = schedule::ScheduleKind::OneFOneB;
+  o.schedule.pp = pg.world_size();
+  o.schedule.micro_batches = 8;
+  o.executor.recv_lookahead = n;
+  model::GPTStagesOptions g;
+  g.config = testing::tiny_gpt_config(false, 3);
+  g.config.num_layers = pg.world_size();
+  runtime::Pipeline p(o, pg.rank(), &pg, model::build_gpt_stages(g, o.schedule, pg.rank()));
+  const auto micros = model::lm_micro_batches(testing::make_micro_tokens(8, 2, {6}, g.config.vocab_size, 1));
+  p.step(micros);
+  runtime::ActionTrace trace;
+  p.executor().set_trace(&trace);
+  p.step(micros);
+  int receives = 0, ahead = 0;
+  for (const auto& e : trace.events()) {
+    if (e.category != "post") continue;
+    if (e.action.type != schedule::ActionType::RECV_F && e.action.type != schedule::ActionType::RECV_B) continue;
+    ++receives;
+    ahead += e.name.size() > 8 && e.name.compare(e.name.size() - 7, 7, "(ahead)") == 0;
+  }
+  std::cout << "LOOKAHEAD " << n << " rank " << pg.rank() << " receives " << receives << " ahead " << ahead
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "lookahead") {
+    auto pg = testing::join_worker_group();
+    return lookahead(pg, std::atoi(argv[2]));
+  }
   if (argc == 3 && std::string(argv[1]) == "reshape") {
     auto pg = testing::join_worker_group();
     return reshape(pg, std::string(argv[2]) == "given");
