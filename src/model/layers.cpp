@@ -77,7 +77,9 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
   const auto projected = qkv_->forward(x);
   const int64_t batch = projected.size(0), seq = projected.size(1);
   // [batch, seq, 3, heads, head_dim] -> [3, batch, heads, seq, head_dim]
-  const auto qkv = projected.view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+  // unbind, not three selects: its backward stacks the three gradients into one
+  // tensor, where each select's would fill a zero tensor of all three and add them.
+  const auto qkv = projected.view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
   auto q = qkv[0], k = qkv[1], v = qkv[2];
   int64_t past = 0;
   if (cache) {

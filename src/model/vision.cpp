@@ -73,7 +73,8 @@ class VisionBlockImpl : public torch::nn::Module {
   torch::Tensor compute(const torch::Tensor& x) {
     const int64_t batch = x.size(0), seq = x.size(1), hidden = x.size(2);
     const auto h = attn_norm_->forward(x);
-    const auto qkv = qkv_->forward(h).view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+    // unbind: one stacked gradient for the three, as in model/layers.cpp's attention.
+    const auto qkv = qkv_->forward(h).view({batch, seq, 3, heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
     const auto scores = at::matmul(qkv[0], qkv[1].transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim_)));
     const auto y = at::matmul(at::softmax(scores, -1), qkv[2]).transpose(1, 2).reshape({batch, seq, hidden});
     const auto r = x + proj_->forward(y);
