@@ -85,8 +85,8 @@ Executor::Executor(const schedule::ScheduleOptions& layout, int rank, comm::Proc
   handlers_[ActionType::BWD] = [this](const Action& a) { backward(a); };
   handlers_[ActionType::SEND_F] = [this](const Action& a) { send_forward(a); };
   handlers_[ActionType::SEND_B] = [this](const Action& a) { send_backward(a); };
-  handlers_[ActionType::RECV_F] = [this](const Action& a) { recv_forward(a); };
-  handlers_[ActionType::RECV_B] = [this](const Action& a) { recv_backward(a); };
+  handlers_[ActionType::RECV_F] = [this](const Action& a) { recv_body(a); };
+  handlers_[ActionType::RECV_B] = [this](const Action& a) { recv_body(a); };
 }
 
 Executor::~Executor() = default;
@@ -279,17 +279,13 @@ void Executor::send_backward(const Action& a) {
   post_send(g, a.peer, kGrad, a.stage, a.micro);
 }
 
-void Executor::recv_forward(const Action& a) { recv_body(a); }
-
-void Executor::recv_backward(const Action& a) { recv_body(a); }
-
 void Executor::post_body_recv(const Action& a) {
+  // An activation comes from the stage before and has its output's shape; a
+  // gradient comes from the stage after and has this stage's output's shape.
   const bool forward = a.type == ActionType::RECV_F;
-  // An activation is named by the stage that sent it, a gradient by the one that sent it back.
-  const int from = forward ? a.stage - 1 : a.stage + 1;
   std::optional<TensorSpec> spec;
   if (output_spec_) spec = output_spec_(forward ? a.stage - 1 : a.stage, a.micro);
-  post_recv(a.peer, forward ? kAct : kGrad, from, a.micro, spec);
+  post_recv(a.peer, forward ? kAct : kGrad, forward ? a.stage - 1 : a.stage + 1, a.micro, spec);
 }
 
 void Executor::recv_body(const Action& a) {

@@ -144,8 +144,6 @@ class Executor {
   void backward(const schedule::Action& a);
   void send_forward(const schedule::Action& a);
   void send_backward(const schedule::Action& a);
-  void recv_forward(const schedule::Action& a);
-  void recv_backward(const schedule::Action& a);
   // RECV_F and RECV_B, where the list has them or ahead (recv_lookahead).
   void recv_body(const schedule::Action& a);
   void post_body_recv(const schedule::Action& a);
