@@ -532,10 +532,8 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   double ideal = 0;
   for (int r = 0; r < layout.pp; ++r) {
     double busy = 0;
-    for (int c = 0; c < layout.vpp; ++c) {
-      const schedule::StageCost sc = cm.stage(c * layout.pp + r);
-      busy += a.mb * (sc.f + sc.b + cm.tp_time(sc.tp_f) + cm.tp_time(sc.tp_b));
-    }
+    for (int c = 0; c < layout.vpp; ++c)
+      busy += a.mb * (cm.forward_time(c * layout.pp + r) + cm.backward_time(c * layout.pp + r));
     ideal = std::max(ideal, busy);
   }
   // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB) interleaved.
@@ -620,8 +618,8 @@ void print_mesh_rows(const nlohmann::json& results) {
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   memory::install();
   const int rank = pg ? pg->rank() : 0;
-  const int world = pg ? pg->world_size() : 1, tp = a.model.tensor_parallel.size;
-  const train::Place at = train::make_place(pg, world / (a.dp * tp), a.dp, tp, 1);
+  const int world = pg ? pg->world_size() : 1, tp = a.model.tensor_parallel.size, pp = world / (a.dp * tp);
+  const train::Place at = train::make_place(pg, pp, a.dp, tp, 1);
   nlohmann::json results = nlohmann::json::array();
   const auto schedules = split(a.schedules);
   // One unit per timed step, a line per schedule when not on a terminal.
@@ -724,7 +722,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     comm.push_back({{"op", r.op}, {"bytes", r.bytes}, {"hyperpipe_us", r.hyperpipe_us}, {"c10d_us", r.c10d_us},
                     {"ratio", spread_json(r.ratio)}, {"control", spread_json(r.control)}});
   if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows, a.comm_rounds) << std::flush;
-  const nlohmann::json mesh{{"pp", world / (a.dp * tp)}, {"dp", a.dp}, {"tp", tp}};
+  const nlohmann::json mesh{{"pp", pp}, {"dp", a.dp}, {"tp", tp}};
   if (!a.json.empty())
     std::ofstream(a.json) << nlohmann::json{{"mesh", mesh}, {"schedules", results}, {"advisor", advisor_json}, {"comm", comm}}.dump(2)
                           << "\n";

@@ -31,6 +31,16 @@ double CostModel::tp_time(const Collectives& c) const {
   return c.calls * tp_latency + all_reduce_time(c.bytes, tp, 0.0, tp_bw);
 }
 
+double CostModel::forward_time(int s) const {
+  const StageCost c = stage(s);
+  return c.f + tp_time(c.tp_f);
+}
+
+double CostModel::backward_time(int s) const {
+  const StageCost c = stage(s);
+  return c.b + tp_time(c.tp_b);
+}
+
 namespace {
 
 std::string where(const Schedule& s, int rank, int pos) {
@@ -208,14 +218,8 @@ class Simulator {
     // Without MPipe steps the preprocess is simply the head of stage 0.
     const bool pre_inline = a.stage == 0 && !has_mpipe_;
     switch (a.type) {
-      case ActionType::FWD: {
-        const StageCost sc = c_.stage(a.stage);
-        return sc.f + c_.tp_time(sc.tp_f) + (pre_inline ? c_.pre_f : 0.0);
-      }
-      case ActionType::BWD: {
-        const StageCost sc = c_.stage(a.stage);
-        return sc.b + c_.tp_time(sc.tp_b) + (pre_inline ? c_.pre_b : 0.0);
-      }
+      case ActionType::FWD: return c_.forward_time(a.stage) + (pre_inline ? c_.pre_f : 0.0);
+      case ActionType::BWD: return c_.backward_time(a.stage) + (pre_inline ? c_.pre_b : 0.0);
       case ActionType::MPIPE_TRANSPOSE_FWD: return c_.pre_f;
       case ActionType::MPIPE_TRANSPOSE_BWD: {
         const bool remote = a.micro >= 0 && a.micro < static_cast<int>(received_.size()) && received_[a.micro];

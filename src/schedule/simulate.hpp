@@ -68,6 +68,9 @@ struct CostModel {
   StageCost stage(int s) const;
   // The time of the tp all-reduces `c` (one forward's or backward's of a stage).
   double tp_time(const Collectives& c) const;
+  // Stage s's forward and backward, each with its tp all-reduces.
+  double forward_time(int s) const;
+  double backward_time(int s) const;
   // Every cost finite and >= 0 (recompute: any finite value; < 0 means pre_f;
   // tp, dp >= 1; bucket_bytes > 0). Throws std::invalid_argument naming the
   // field (costs.f, costs.p2p_bw, ...).
