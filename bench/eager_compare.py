@@ -8,6 +8,13 @@ which allocate, left out), the median and range of the rounds' ratios (each roun
 runs are back to back), and the largest difference of the two loss curves, which must
 stay at float32 rounding (a ratio of two different computations means nothing). Issue 16's goal is a ratio of at most 0.8.
 
+Where each side's time goes: both run with bench/sgemm_timer.c preloaded (built here with cc),
+which times every matrix product where it runs; "(products)" after each step time is the
+median step's share of them (the busiest rank's with 2 processes), and the rest of the step is
+everything else: the other kernels, LibTorch's dispatch and autograd, and the runtime.
+"floor" is hyperpipe's products over eager's step: the ratio a runtime that spent no time of
+its own beside these products would get.
+
   bench/eager_compare.py                      # default and mid sizes, 1 and 2 processes
   bench/eager_compare.py --sizes mid --nproc 1 --rounds 5
 """
@@ -48,6 +55,38 @@ def run(cmd, env, metrics=None):
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 
+def sgemm_timer(tmp):
+    """bench/sgemm_timer.c built into tmp, or None (and a note) where no C compiler builds it."""
+    lib = os.path.join(tmp, "libsgemm_timer.so")
+    out = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, os.path.join(HERE, "sgemm_timer.c"), "-ldl"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if out.returncode != 0:
+        print("note: bench/sgemm_timer.c did not build (%s): no products column" % out.stdout.strip()[-200:])
+        return None
+    return lib
+
+
+def products_per_step(prefix, steps, skip):
+    """The median over steps skip.. of the products' ms per step, for the busiest process that
+    sgemm_timer wrote under prefix (its files are removed); None when no process wrote, or one
+    did not make the same calls each step."""
+    folder, name = os.path.split(prefix)
+    per_process = []
+    for f in sorted(os.listdir(folder)):
+        if f.startswith(name + "."):
+            with open(os.path.join(folder, f)) as lines:
+                per_process.append([int(line) for line in lines])
+            os.remove(os.path.join(folder, f))
+    busiest = None
+    for ns in per_process:
+        calls = len(ns) // steps
+        if calls * steps != len(ns):
+            return None
+        ms = statistics.median(sum(ns[s * calls:(s + 1) * calls]) / 1e6 for s in range(skip, steps))
+        busiest = ms if busiest is None else max(busiest, ms)
+    return busiest
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hyperpipe", default=os.path.join(HERE, "..", "build", "bin", "hyperpipe"))
@@ -72,8 +111,10 @@ def main():
     data = os.path.join(tmp, "corpus.txt")
     corpus(data)
     metrics = os.path.join(tmp, "metrics.jsonl")
+    timer = sgemm_timer(tmp)
     print("BLAS: " + (a.blas or "the system's libblas.so.3"))
-    print("size      nproc  threads  hyperpipe ms   eager ms   ratio (range)          max |loss diff|")
+    print("size    nproc threads  hyperpipe ms (products)   eager ms (products)  ratio (range)        "
+          "floor  max |loss diff|")
     worst = 0.0
     for size in a.sizes.split(","):
         for nproc in (int(n) for n in a.nproc.split(",")):
@@ -85,19 +126,31 @@ def main():
             hp_cmd = [a.hyperpipe, "train", "--schedule", "no-pipelining" if nproc == 1 else "1f1b",
                       "--metrics", metrics, "--log-interval", str(a.steps)] + common
             py_cmd = [a.python, os.path.join(HERE, "eager_gpt.py")] + common
-            hp_ms, py_ms, diff = [], [], 0.0
+            timed = dict(env, LD_PRELOAD=timer, SGEMM_TIMER_OUT=os.path.join(tmp, "sgemm")) if timer else env
+            ms = {"hp": [], "py": [], "hp products": [], "py products": []}
+            diff = 0.0
+
+            def record(side, steps):
+                ms[side].append(statistics.median(r["step_ms"] for r in steps[a.skip:]))
+                if timer:
+                    ms[side + " products"].append(products_per_step(timed["SGEMM_TIMER_OUT"], a.steps, a.skip))
+                return steps
             for _ in range(a.rounds):
-                hp = run(hp_cmd, env, metrics)
-                py = run(py_cmd, env)
-                hp_ms.append(statistics.median(r["step_ms"] for r in hp[a.skip:]))
-                py_ms.append(statistics.median(r["step_ms"] for r in py[a.skip:]))
+                hp = record("hp", run(hp_cmd, timed, metrics))
+                py = record("py", run(py_cmd, timed))
                 diff = max([diff] + [abs(x["loss"] - y["loss"]) for x, y in zip(hp, py)])
-            # Each round's two runs are back to back: their ratio cancels what load the machine had then.
-            ratios = sorted(h / e for h, e in zip(hp_ms, py_ms))
+            # Each round's runs are back to back: their ratio cancels what load the machine had then.
+            ratios = sorted(h / e for h, e in zip(ms["hp"], ms["py"]))
+            floors = [h / e for h, e in zip(ms["hp products"], ms["py"]) if h is not None]
             worst = max(worst, diff)
-            print("%-9s %5d %8d %14.2f %10.2f %7.3f (%.3f-%.3f)   %.2e" % (
-                size, nproc, threads, statistics.median(hp_ms), statistics.median(py_ms), statistics.median(ratios),
-                ratios[0], ratios[-1], diff), flush=True)
+
+            def med(key):
+                values = [v for v in ms[key] if v is not None]
+                return "%7.1f" % statistics.median(values) if values else "      -"
+            print("%-7s %5d %7d %13s (%s) %13s (%s)  %.3f (%.3f-%.3f)  %s  %.2e" % (
+                size, nproc, threads, med("hp"), med("hp products"), med("py"), med("py products"),
+                statistics.median(ratios), ratios[0], ratios[-1],
+                "%.3f" % statistics.median(floors) if floors else "    -", diff), flush=True)
     if worst > 1e-3:
         sys.exit("eager_compare.py: the loss curves differ by %.2e: the two sides do not compute the same step" % worst)
 
