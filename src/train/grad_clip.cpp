@@ -16,22 +16,48 @@ double local_grad_sq_sum(const NamedParams& params, const std::set<std::string>&
       throw std::invalid_argument("gradient clipping: duplicate " + d + " is not a parameter of this rank");
   }
   at::NoGradGuard no_grad;
-  // One flat copy per dtype and device, squared and summed in double: a few
-  // operations per step instead of four per parameter.
-  std::vector<std::vector<at::Tensor>> groups;
+  // The grads of one dtype and device are squared and summed in double a
+  // chunk at a time: a few operations per step instead of four per parameter,
+  // and no transient above a few MiB. A flat double copy of every grad at once
+  // (51 MB at hidden 256) is above glibc's largest mmap threshold, so whenever
+  // the heap had no free block that large it came from fresh pages: 12,000
+  // page faults a step.
+  constexpr int64_t kChunk = 1 << 20;  // elements squared per operation
+  struct Group {
+    at::ScalarType dtype;
+    at::Device device;
+    at::Tensor sum;                   // double, on the device
+    std::vector<at::Tensor> pending;  // flat grads (or pieces) not yet summed
+    int64_t numel = 0;
+  };
+  std::vector<Group> groups;
+  auto flush = [](Group& g) {
+    if (g.pending.empty()) return;
+    const at::Tensor flat = (g.pending.size() == 1 ? g.pending.front() : at::cat(g.pending)).to(at::kDouble);
+    g.sum.add_(at::dot(flat, flat));
+    g.pending.clear();
+    g.numel = 0;
+  };
   for (const auto& [name, p] : params) {
-    const at::Tensor& g = p.grad();
-    if (!g.defined() || duplicates.count(name)) continue;
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const std::vector<at::Tensor>& x) {
-      return x.front().scalar_type() == g.scalar_type() && x.front().device() == g.device();
+    const at::Tensor& grad = p.grad();
+    if (!grad.defined() || duplicates.count(name)) continue;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+      return x.dtype == grad.scalar_type() && x.device == grad.device();
     });
-    if (it == groups.end()) it = groups.insert(groups.end(), std::vector<at::Tensor>{});
-    it->push_back(g.reshape({-1}));
+    if (g == groups.end()) {
+      g = groups.insert(groups.end(), Group{grad.scalar_type(), grad.device(),
+                                            at::zeros({}, grad.options().dtype(at::kDouble)), {}, 0});
+    }
+    for (const at::Tensor& piece : grad.reshape({-1}).split(kChunk)) {
+      if (g->numel + piece.numel() > kChunk) flush(*g);
+      g->pending.push_back(piece);
+      g->numel += piece.numel();
+    }
   }
   double sum = 0;  // one host read per dtype
-  for (const auto& group : groups) {
-    const at::Tensor flat = at::cat(group).to(at::kDouble);
-    sum += at::dot(flat, flat).item<double>();
+  for (Group& g : groups) {
+    flush(g);
+    sum += g.sum.item<double>();
   }
   return sum;
 }

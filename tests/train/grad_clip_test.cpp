@@ -77,6 +77,24 @@ TEST(GradClip, FloatGradsAreSummedInDouble) {
   EXPECT_DOUBLE_EQ(local_grad_sq_sum({{"p", p}}), 3 * g * g);
 }
 
+// Grads larger than the sum's chunk (2^20 elements), split across chunks, of
+// two dtypes: every element counts once, in double.
+TEST(GradClip, LargeGradsOfTwoDtypesCountEveryElementOnce) {
+  NamedParams params;
+  double expected = 0;
+  const std::vector<std::pair<std::int64_t, at::ScalarType>> shapes = {
+      {3 * (1 << 20) + 5, at::kFloat}, {7, at::kFloat}, {(1 << 20) - 3, at::kDouble}, {(1 << 20) + 1, at::kFloat},
+      {11, at::kDouble}};
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const auto [n, dtype] = shapes[i];
+    auto p = at::zeros({n}, dtype).requires_grad_(true);
+    p.mutable_grad() = at::arange(n, at::kDouble).remainder(7).sub(3).mul(0.5 + i).to(dtype);
+    expected += p.grad().to(at::kDouble).pow(2).sum().item<double>();
+    params.emplace("p" + std::to_string(i), p);
+  }
+  EXPECT_NEAR(local_grad_sq_sum(params), expected, 1e-12 * expected);
+}
+
 TEST(GradClip, RejectsBadInput) {
   auto p = rank_params();
   GradClipOptions o;
