@@ -18,9 +18,9 @@ double local_grad_sq_sum(const NamedParams& params, const std::set<std::string>&
   at::NoGradGuard no_grad;
   // The grads of one dtype and device are squared and summed in double a
   // chunk at a time: a few operations per step instead of four per parameter,
-  // and no transient above a few MiB. A flat double copy of every grad at once
+  // and no transient above 12 MB. A flat double copy of every grad at once
   // (51 MB at hidden 256) is above glibc's largest mmap threshold, so whenever
-  // the heap had no free block that large it came from fresh pages: 12,000
+  // the heap had no free block that large it came from fresh pages: 12,600
   // page faults a step.
   constexpr int64_t kChunk = 1 << 20;  // elements squared per operation
   struct Group {
