@@ -14,7 +14,16 @@ endfunction()
 hp_torch_layer(comm TEST_DEPS hp_launch)
 # The runtime runs stages; the GPT and VL models its tests pipeline come from model/.
 hp_torch_layer(runtime DEPS hp_schedule hp_comm TEST_DEPS hp_model hp_data hp_launch)
-hp_torch_layer(model DEPS hp_runtime TEST_DEPS hp_data)
+# dlsym finds the BLAS that fused attention calls (model/fused_attention.cpp).
+hp_torch_layer(model DEPS hp_runtime ${CMAKE_DL_LIBS} TEST_DEPS hp_data)
+# Fused attention's loop over heads is at::parallel_for, whose OpenMP pragma
+# lives in ATen's header: compiled without OpenMP it runs on one thread. Only
+# that file, so every other one keeps its flags; the runtime is the one
+# LibTorch already loads (Debian's links libgomp).
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/model/fused_attention.cpp
+                            TARGET_DIRECTORY hp_model PROPERTIES COMPILE_OPTIONS "${OpenMP_CXX_FLAGS}")
+target_link_libraries(hp_model PRIVATE ${OpenMP_CXX_LIBRARIES})
 # zlib's crc32 checksums the checkpoint files (LibTorch itself links zlib).
 find_package(ZLIB REQUIRED)
 hp_torch_layer(train DEPS hp_model hp_data ZLIB::ZLIB)

@@ -1,6 +1,7 @@
 #include "model/layers.hpp"
 
 #include "model/emulated_device.hpp"
+#include "model/fused_attention.hpp"
 #include "model/fused_linear.hpp"
 #include "model/hyper_connection.hpp"
 #include "model/context_parallel.hpp"
@@ -75,6 +76,8 @@ torch::Tensor CausalSelfAttention::forward(const torch::Tensor& x, AttentionCach
   // Under sequence parallelism x holds this rank's share of the sequence and
   // qkv's input is the whole of it.
   const auto projected = qkv_->forward(x);
+  if (!cache && cp_.size == 1 && fused_attention_supports(projected))
+    return proj_->forward(fused_causal_attention(projected, heads_, head_dim_));
   const int64_t batch = projected.size(0), seq = projected.size(1);
   // [batch, seq, 3, heads, head_dim] -> [3, batch, heads, seq, head_dim]
   // unbind, not three selects: its backward stacks the three gradients into one

@@ -63,7 +63,9 @@ class RowParallelLinear;
 // keys and values of the whole sequence.
 // With a cache (decoding) x holds the positions after the cached ones: they
 // attend to the cached keys and values and to each other causally, and the
-// cache grows by them.
+// cache grows by them. Without a cache or context parallelism, on CPU, the
+// attention between the two projections is one fused operation
+// (model/fused_attention.hpp).
 class CausalSelfAttention : public torch::nn::Module {
  public:
   explicit CausalSelfAttention(const TransformerConfig& config);
