@@ -55,7 +55,24 @@ struct Shape {
   // Offset of pair p's q in a qkv-shaped tensor (k and v follow at out_row()).
   int64_t qkv_offset(int64_t p) const { return (p / heads) * seq * qkv_row() + (p % heads) * head_dim; }
   int64_t out_offset(int64_t p) const { return (p / heads) * seq * out_row() + (p % heads) * head_dim; }
+  template <class T>
+  T scale() const {
+    return T(1) / std::sqrt(T(head_dim));
+  }
 };
+
+// Pair p's q, k and v (or their gradients) in a qkv-shaped buffer: each
+// [seq, head_dim] with row stride qkv_row().
+template <class T>
+struct PairQkv {
+  T *q, *k, *v;
+};
+
+template <class T>
+PairQkv<T> pair_qkv(const Shape& s, T* base, int64_t p) {
+  T* q = base + s.qkv_offset(p);
+  return {q, q + s.out_row(), q + 2 * s.out_row()};
+}
 
 Shape shape_of(const at::Tensor& qkv, int64_t heads, int64_t head_dim) {
   TORCH_CHECK(qkv.dim() == 3 && qkv.size(2) == 3 * heads * head_dim, "fused attention: qkv must be [batch, seq, ",
@@ -86,11 +103,9 @@ template <class T>
 void forward_pairs(const Shape& s, const at::Tensor& qkv, const at::Tensor& scores, const at::Tensor& probs,
                    const at::Tensor& out) {
   const int seq = int(s.seq), d = int(s.head_dim), row = s.qkv_row(), out_row = s.out_row();
-  const T scale = T(1) / std::sqrt(T(s.head_dim));
+  const T scale = s.scale<T>();
   for_each_pair(s, [&](int64_t p) {
-    const T* q = qkv.data_ptr<T>() + s.qkv_offset(p);
-    const T* k = q + out_row;
-    const T* v = k + out_row;
+    const auto [q, k, v] = pair_qkv<const T>(s, qkv.data_ptr<T>(), p);
     T* sc = scores.data_ptr<T>() + p * seq * seq;
     for (int r0 = 0; r0 < seq; r0 += kBlock) {
       const int r1 = std::min(seq, r0 + kBlock);
@@ -116,14 +131,10 @@ template <class T>
 void backward_pairs(const Shape& s, const at::Tensor& qkv, const at::Tensor& probs, const at::Tensor& grad_out,
                     const at::Tensor& grad_probs, const at::Tensor& grad_scores, const at::Tensor& grad_qkv) {
   const int seq = int(s.seq), d = int(s.head_dim), row = s.qkv_row(), out_row = s.out_row();
-  const T scale = T(1) / std::sqrt(T(s.head_dim));
+  const T scale = s.scale<T>();
   for_each_pair(s, [&](int64_t p) {
-    const T* q = qkv.data_ptr<T>() + s.qkv_offset(p);
-    const T* k = q + out_row;
-    const T* v = k + out_row;
-    T* dq = grad_qkv.data_ptr<T>() + s.qkv_offset(p);
-    T* dk = dq + out_row;
-    T* dv = dk + out_row;
+    const auto [q, k, v] = pair_qkv<const T>(s, qkv.data_ptr<T>(), p);
+    const auto [dq, dk, dv] = pair_qkv(s, grad_qkv.data_ptr<T>(), p);
     const T* dout = grad_out.data_ptr<T>() + s.out_offset(p);
     const T* pr = probs.data_ptr<T>() + p * seq * seq;
     T* dp = grad_probs.data_ptr<T>() + p * seq * seq;
