@@ -77,10 +77,14 @@ PairQkv<T> pair_qkv(const Shape& s, T* base, int64_t p) {
 Shape shape_of(const at::Tensor& qkv, int64_t heads, int64_t head_dim) {
   TORCH_CHECK(qkv.dim() == 3 && qkv.size(2) == 3 * heads * head_dim, "fused attention: qkv must be [batch, seq, ",
               3 * heads * head_dim, "], got ", qkv.sizes());
-  TORCH_CHECK(qkv.size(1) * qkv.size(1) <= std::numeric_limits<int>::max() &&
-                  qkv.size(2) <= std::numeric_limits<int>::max(),
-              "fused attention: seq ", qkv.size(1), " is too long for BLAS's int sizes");
   return {qkv.size(0), qkv.size(1), heads, head_dim};
+}
+
+// BLAS takes int sizes and strides, and a pair's offsets are ints here: the
+// largest is under seq * max(seq, 3 * heads * head_dim).
+bool fits_blas_ints(const at::Tensor& qkv) {
+  const int64_t seq = qkv.size(1), row = qkv.size(2);
+  return seq * std::max(seq, row) <= std::numeric_limits<int>::max();
 }
 
 // Rows of the score matrix per block: a block of queries needs the keys up
@@ -194,15 +198,17 @@ struct FusedCausalAttention : torch::autograd::Function<FusedCausalAttention> {
 }  // namespace
 
 bool fused_attention_supports(const at::Tensor& qkv) {
-  if (!qkv.device().is_cpu() || qkv.layout() != at::kStrided) return false;
+  if (!qkv.device().is_cpu() || qkv.layout() != at::kStrided || qkv.dim() != 3 || !fits_blas_ints(qkv)) return false;
   if (qkv.scalar_type() == at::kFloat) return blas_gemm<float>() != nullptr;
   if (qkv.scalar_type() == at::kDouble) return blas_gemm<double>() != nullptr;
   return false;
 }
 
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t heads, int64_t head_dim) {
-  TORCH_CHECK(fused_attention_supports(qkv), "fused attention: needs a CPU float or double tensor and a BLAS, got ",
-              qkv.toString());
+  TORCH_CHECK(fused_attention_supports(qkv),
+              "fused attention: needs a CPU float or double [batch, seq, 3 * heads * head_dim] tensor with seq * "
+              "max(seq, 3 * heads * head_dim) within BLAS's int, and a BLAS; got ",
+              qkv.toString(), " ", qkv.sizes());
   return FusedCausalAttention::apply(qkv, heads, head_dim);
 }
 

@@ -15,8 +15,9 @@
 // attention up to the rounding of the products' sums (the same BLAS
 // kernels, other blockings). Backward gives qkv's gradient; no higher-order
 // gradients. fused_attention_supports says when the fused path runs: a CPU
-// tensor of float or double and a BLAS whose sgemm_/dgemm_ the process can
-// call directly (Debian's libblas.so.3, reference or OpenBLAS); otherwise the
+// 3-d tensor of float or double whose seq * max(seq, 3 * heads * head_dim)
+// fits BLAS's int, and a BLAS whose sgemm_/dgemm_ the process can call
+// directly (Debian's libblas.so.3, reference or OpenBLAS); otherwise the
 // caller composes the attention itself. Thread-safe as ATen operators are;
 // the parallel loop is ATen's (at::parallel_for).
 #pragma once

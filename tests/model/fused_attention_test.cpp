@@ -90,6 +90,11 @@ TEST(FusedAttentionTest, RunsUnderInferenceMode) {
 
 TEST(FusedAttentionTest, SaysWhereItDoesNotRun) {
   EXPECT_FALSE(fused_attention_supports(at::zeros({1, 1, 6}, at::TensorOptions().dtype(at::kHalf))));
+  // A sequence whose score matrix has more entries than BLAS's int counts: composed instead, not refused.
+  const at::Tensor too_long = at::zeros({1, 46341, 6}, at::TensorOptions().dtype(at::kFloat));
+  EXPECT_FALSE(fused_attention_supports(too_long));
+  EXPECT_THROW(fused_causal_attention(too_long, 1, 2), c10::Error);
+  EXPECT_TRUE(fused_attention_supports(at::zeros({1, 46340, 6}, at::TensorOptions().dtype(at::kFloat))));
   EXPECT_THROW(fused_causal_attention(at::zeros({1, 1, 6}, at::TensorOptions().dtype(at::kLong)), 1, 2),
                c10::Error);
   EXPECT_THROW(fused_causal_attention(at::zeros({1, 1, 7}, at::TensorOptions().dtype(at::kDouble)), 1, 2),
