@@ -25,17 +25,6 @@ double timed_us(comm::ProcessGroup& group, int reps, const std::function<void()>
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-Spread spread(const std::vector<double>& v) {
-  const auto [low, high] = std::minmax_element(v.begin(), v.end());
-  return {median(v), *low, *high};
-}
-
 // Times hyperpipe, c10d and the second c10d group `rounds` times each, every
 // round in the next of the six orders (none always runs first, after another's
 // traffic or on warmer caches), and returns the row.

@@ -10,16 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "cli/spread.hpp"
+
 namespace hp::comm {
 class ProcessGroup;
 }
 
 namespace hp::cli {
-
-// The median, lowest and highest of per-round values.
-struct Spread {
-  double median = 0, low = 0, high = 0;
-};
 
 struct CommBenchRow {
   std::string op;  // "p2p" (rank 0 <-> rank 1 ping-pong) or "broadcast" (from rank 0 to all)

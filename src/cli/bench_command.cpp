@@ -23,6 +23,7 @@
 #include "cli/emulate_flags.hpp"
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
+#include "cli/spread.hpp"
 #include "cli/vision_flags.hpp"
 #include "comm/process_group.hpp"
 #include "runtime/microbatch.hpp"
@@ -196,19 +197,23 @@ double grad_bytes(const runtime::NamedTensors& params) {
   return bytes;
 }
 
-// Each of this rank's stages timed on one micro-batch (reps runs after a
-// warm-up run; calibration rows as above). Under MPipe stage 0 starts from
-// the preprocess output. Collective over `tp` (its ranks hold the same stages).
+// Each of this rank's stages timed on one micro-batch (calibration rows as
+// above): the median of `reps` runs after a warm-up run, each time on its own,
+// so that a run descheduled by another process is not priced into every
+// action of the simulated step. Under MPipe stage 0 starts from the
+// preprocess output. Collective over `tp` (its ranks hold the same stages).
 std::vector<double> calibrate(const runtime::RankModel& model, const runtime::MicroBatch& micro, int stages, int reps,
                               comm::ProcessGroup* tp) {
   std::vector<double> row(kStageFields * stages + kPreFields, 0.0);
   double* pre = &row[kStageFields * stages];
   const bool has_stage0 = std::any_of(model.stages.begin(), model.stages.end(), [](const auto& st) { return st.index == 0; });
   if (model.preprocess && has_stage0) {
+    std::vector<double> fs, bs;
     for (int r = 0; r < reps + 1; ++r) {
       const auto [f, b] = time_forward_backward([&] { return model.preprocess->forward(micro.input); }, nullptr);
-      if (r > 0) pre[0] += f.ms / reps, pre[1] += b.ms / reps;
+      if (r > 0) fs.push_back(f.ms), bs.push_back(b.ms);
     }
+    pre[0] = median(fs), pre[1] = median(bs);
     pre[2] = grad_bytes(model.preprocess->parameters);
   }
   for (const auto& st : model.stages) {
@@ -223,6 +228,7 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
       input = at::randn(spec.shape, at::TensorOptions().dtype(spec.dtype)).requires_grad_(true);
     }
     double* out = &row[kStageFields * st.index];
+    std::vector<double> fs, bs;
     for (int r = 0; r < reps + 1; ++r) {
       const auto [f, b] = time_forward_backward(
           [&] {
@@ -231,10 +237,10 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
           },
           tp);
       if (r == 0) continue;  // the first run warms caches and allocators
-      out[0] += (f.ms - f.tp_ms) / reps;
-      out[1] += (b.ms - b.tp_ms) / reps;
+      fs.push_back(f.ms - f.tp_ms), bs.push_back(b.ms - b.tp_ms);
       out[2] = f.tp.calls, out[3] = f.tp.bytes, out[4] = b.tp.calls, out[5] = b.tp.bytes;
     }
+    out[0] = median(fs), out[1] = median(bs);
     out[6] = grad_bytes(st.parameters);
   }
   return row;
@@ -490,7 +496,7 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   std::vector<double> peaks;
   for (const auto& row : comm::all_gather_rows(group, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
   const int stages = layout.num_stages();
-  at::Tensor t = at::tensor(calibrate(model, micros[0], stages, 3, at.tp), at::kDouble);
+  at::Tensor t = at::tensor(calibrate(model, micros[0], stages, 5, at.tp), at::kDouble);
   p.zero_grad();
   if (group) group->all_reduce(t);
   const auto row = t.accessor<double, 1>();
