@@ -55,8 +55,10 @@ AdamW::AdamW(NamedParams params, AdamWOptions options)
   options_.validate();
   for (const auto& [name, p] : params_) {
     if (!p.defined()) fail("AdamW: parameter " + name + " is an undefined tensor");
-    auto f = std::find_if(flats_.begin(), flats_.end(), [&](const Flat& x) {
-      return x.slots.front().param.scalar_type() == p.scalar_type() && x.slots.front().param.device() == p.device();
+    // A parameter that cannot be viewed flat gets a buffer of its own, updated whole.
+    auto f = !p.is_contiguous() ? flats_.end() : std::find_if(flats_.begin(), flats_.end(), [&](const Flat& x) {
+      const at::Tensor& first = x.slots.front().param;
+      return first.is_contiguous() && first.scalar_type() == p.scalar_type() && first.device() == p.device();
     });
     if (f == flats_.end()) f = flats_.insert(flats_.end(), Flat{});
     const std::int64_t offset = f->slots.empty() ? 0 : f->slots.back().offset + f->slots.back().param.numel();
@@ -133,12 +135,32 @@ bool AdamW::step_flat(Flat& f, double lr) {
   step += 1;
   for (Slot& s : f.slots)
     if (s.param.grad().defined() && s.decays) s.param.mul_(1 - lr * options_.weight_decay);
-  const at::Tensor delta = adam_delta(f.grads, f.exp_avg, f.exp_avg_sq, step, lr, options_);
-  for (Slot& s : f.slots) {
-    if (!s.param.grad().defined()) continue;
-    s.param.add_(delta.narrow(0, s.offset, s.param.numel()).view(s.param.sizes()));
-    state_.params[s.name] = AdamWParamState{s.exp_avg, s.exp_avg_sq, step};
+  // In pieces: the update's temporaries (the denominator and the delta) then stay small
+  // whatever the model's size. Whole-buffer ones of over 32 MiB (a model of 8M float
+  // parameters) are above glibc's largest mmap threshold: every step mapped them afresh and
+  // paid a page fault for each 4 KiB, which made one step of 10M parameters 400 ms, not 20.
+  const std::int64_t total = f.grads.numel();
+  const std::int64_t piece = f.slots.front().param.is_contiguous() ? kPieceElements : total;
+  auto slot = f.slots.begin();
+  for (std::int64_t begin = 0; begin < total; begin += piece) {
+    const std::int64_t end = std::min(total, begin + piece);
+    at::Tensor exp_avg = f.exp_avg.slice(0, begin, end), exp_avg_sq = f.exp_avg_sq.slice(0, begin, end);
+    const at::Tensor delta = adam_delta(f.grads.slice(0, begin, end), exp_avg, exp_avg_sq, step, lr, options_);
+    // The slots this piece covers, in offset order: each adds its share of the delta.
+    for (; slot != f.slots.end() && slot->offset < end; ++slot) {
+      const std::int64_t lo = std::max(begin, slot->offset), hi = std::min(end, slot->offset + slot->param.numel());
+      if (slot->param.grad().defined()) {
+        const at::Tensor share = delta.slice(0, lo - begin, hi - begin);
+        if (hi - lo == slot->param.numel())
+          slot->param.add_(share.view(slot->param.sizes()));
+        else
+          slot->param.view({-1}).slice(0, lo - slot->offset, hi - slot->offset).add_(share);
+      }
+      if (hi < slot->offset + slot->param.numel()) break;  // it goes on in the next piece
+    }
   }
+  for (const Slot& s : f.slots)
+    if (s.param.grad().defined()) state_.params[s.name] = AdamWParamState{s.exp_avg, s.exp_avg_sq, step};
   return true;
 }
 

@@ -16,8 +16,9 @@
 // One flat buffer per dtype holds the gradients and each of exp_avg and
 // exp_avg_sq, as Megatron's contiguous gradient buffer does: when every
 // parameter of a dtype has a gradient and the same step count, the update is
-// a dozen operations over the flat buffers and at most four per parameter,
-// not a dozen per parameter, with bitwise the same result. A step moves a gradient that is
+// a dozen operations over each piece of the flat buffers (kPieceElements) and
+// at most four per parameter, not a dozen per parameter, with bitwise the same
+// result; a parameter that is not contiguous has a buffer of its own. A step moves a gradient that is
 // not yet in the buffer into it and points the parameter's .grad() there;
 // autograd then accumulates into it in place. The parameters stay where they
 // are (tied copies share their storage).
@@ -67,6 +68,9 @@ struct AdamWState {
 
 class AdamW {
  public:
+  // The whole-buffer update runs in pieces of this many elements (1 MiB of floats).
+  static constexpr std::int64_t kPieceElements = std::int64_t{1} << 18;
+
   // Throws std::invalid_argument for bad options or an undefined parameter tensor.
   explicit AdamW(NamedParams params, AdamWOptions options = {});
 

@@ -5,6 +5,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/adamw.h>
 
+#include <functional>
+
 #include "train/adamw.hpp"
 
 namespace hp::train {
@@ -191,9 +193,9 @@ TEST(AdamW, RejectsBadOptionsAndState) {
 // Every parameter with a gradient at every step: the whole-buffer update,
 // bitwise torch's, with gradients that autograd accumulates into the
 // optimizer's buffer after the first step.
-TEST(AdamW, TheFlatUpdateMatchesTorchAndKeepsAccumulatingInPlace) {
-  NamedParams ours = make_params(11);
-  NamedParams ref_named = make_params(11);
+void expect_flat_update_as_torch(const std::function<NamedParams()>& make) {
+  NamedParams ours = make();
+  NamedParams ref_named = make();
   AdamWOptions o;
   o.weight_decay = 0.1;
   AdamW ours_opt(ours, o);
@@ -222,7 +224,31 @@ TEST(AdamW, TheFlatUpdateMatchesTorchAndKeepsAccumulatingInPlace) {
     ours_opt.zero_grad();
     torch_opt.zero_grad();
   }
-  EXPECT_EQ(ours_opt.state().params.at("word_embeddings.weight").step, 4);
+  for (const auto& [n, st] : ours_opt.state().params) EXPECT_EQ(st.step, 4) << n;
+}
+
+TEST(AdamW, TheFlatUpdateMatchesTorchAndKeepsAccumulatingInPlace) {
+  expect_flat_update_as_torch([] { return make_params(11); });
+}
+
+// The update goes through the buffer in pieces of kPieceElements: a parameter
+// larger than a piece, one that straddles two pieces, one that ends where a
+// piece ends, and one that is not contiguous (a buffer of its own, where it
+// would otherwise straddle two pieces).
+TEST(AdamW, TheFlatUpdateInPiecesMatchesTorch) {
+  constexpr std::int64_t piece = AdamW::kPieceElements;
+  expect_flat_update_as_torch([] {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    const auto opts = at::TensorOptions().dtype(at::kFloat);
+    NamedParams p;
+    p["a.weight"] = at::randn({piece + 1000}, gen, opts);  // beyond the first piece
+    p["b.bias"] = at::randn({piece - 1000 - 24}, gen, opts);  // ends 24 short of the second piece's end
+    p["c.weight"] = at::randn({6, 4}, gen, opts);           // ends where the second piece ends
+    p["d.weight"] = at::randn({2, piece - 10}, gen, opts);  // ends 20 short of the fourth piece's end
+    p["e.weight"] = at::randn({8, 5}, gen, opts).t();       // not contiguous: in one flat buffer it would straddle
+    for (auto& [n, t] : p) t.requires_grad_(true);
+    return p;
+  });
 }
 
 TEST(AdamW, ZeroGradKeepsGradsDefined) {
