@@ -136,7 +136,7 @@ bool AdamW::step_flat(Flat& f, double lr) {
   for (Slot& s : f.slots)
     if (s.param.grad().defined() && s.decays) s.param.mul_(1 - lr * options_.weight_decay);
   // In pieces: the update's temporaries (the denominator and the delta) then stay small
-  // whatever the model's size. Whole-buffer ones of over 32 MiB (a model of 8M float
+  // whatever the model's size. Whole-buffer ones of over 32 MiB (8.4M float
   // parameters) are above glibc's largest mmap threshold: every step mapped them afresh and
   // paid a page fault for each 4 KiB, which made one step of 10M parameters 400 ms, not 20.
   const std::int64_t total = f.grads.numel();
