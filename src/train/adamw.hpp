@@ -18,10 +18,10 @@
 // parameter of a dtype has a gradient and the same step count, the update is
 // a dozen operations over each piece of the flat buffers (kPieceElements) and
 // at most four per parameter, not a dozen per parameter, with bitwise the same
-// result; a parameter that is not contiguous has a buffer of its own. A step moves a gradient that is
-// not yet in the buffer into it and points the parameter's .grad() there;
-// autograd then accumulates into it in place. The parameters stay where they
-// are (tied copies share their storage).
+// result; a parameter that is not contiguous has a buffer of its own. A step
+// moves a gradient that is not yet in the buffer into it and points the
+// parameter's .grad() there; autograd then accumulates into it in place. The
+// parameters stay where they are (tied copies share their storage).
 //
 // Contract: single-threaded; step() and zero_grad() touch the live parameter
 // tensors given to the constructor, which must outlive the optimizer (they are
