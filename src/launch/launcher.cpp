@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -228,8 +229,8 @@ class StoreDir {
   }
   ~StoreDir() {
     if (dir_.empty()) return;
-    ::unlink(path().c_str());
-    ::rmdir(dir_.c_str());
+    std::error_code ignored;  // nothing to do about a failure at the job's end
+    std::filesystem::remove_all(dir_, ignored);
   }
   StoreDir(const StoreDir&) = delete;
   StoreDir& operator=(const StoreDir&) = delete;

@@ -118,7 +118,10 @@ TEST(Launcher, SetsTheRendezvousEnvironment) {
 }
 
 TEST(Launcher, RanksShareAPrivateStoreFileThatIsRemovedAfterThem) {
-  Result r = run_sh(2, "d=$(dirname \"$HYPERPIPE_STORE_PATH\"); echo \"$HYPERPIPE_STORE_PATH $(stat -c %a \"$d\")\"");
+  // Each rank also leaves a file of its own there: the directory goes with everything in it.
+  Result r = run_sh(2,
+                    "d=$(dirname \"$HYPERPIPE_STORE_PATH\"); touch \"$d/left-by-$RANK\";"
+                    " echo \"$HYPERPIPE_STORE_PATH $(stat -c %a \"$d\")\"");
   ASSERT_EQ(r.code, 0) << r.all();
   ASSERT_EQ(r.lines.size(), 2u) << r.all();
   std::set<std::string> paths;
