@@ -224,6 +224,7 @@ void expect_flat_update_as_torch(const std::function<NamedParams()>& make) {
     ours_opt.zero_grad();
     torch_opt.zero_grad();
   }
+  EXPECT_EQ(ours_opt.state().params.size(), ours.size());
   for (const auto& [n, st] : ours_opt.state().params) EXPECT_EQ(st.step, 4) << n;
 }
 
