@@ -17,8 +17,8 @@
 // exp_avg_sq, as Megatron's contiguous gradient buffer does: when every
 // parameter of a dtype has a gradient and the same step count, the update is
 // a dozen operations over each piece of the flat buffers (kPieceElements) and
-// at most four per parameter, not a dozen per parameter, with bitwise the same
-// result; a parameter that is not contiguous has a buffer of its own. A step
+// a decay and an add per parameter (an add per piece it spans), not a dozen
+// per parameter, with bitwise the same result; a parameter that is not contiguous has a buffer of its own. A step
 // moves a gradient that is not yet in the buffer into it and points the
 // parameter's .grad() there; autograd then accumulates into it in place. The
 // parameters stay where they are (tied copies share their storage).
