@@ -153,13 +153,19 @@ TEST(PlanCli, TomlConfigUsesTheFlagNamesAndFlagsOverrideIt) {
 
 TEST(Cli, VppDefaultsToWhatTheScheduleNeeds) {
   // 1 chunk per rank for no-pipelining, GPipe and 1F1B; 2 for interleaved.
-  for (const char* args : {"plan --schedule 1f1b --pp 4 --mb 8", "plan --schedule no-pipelining --pp 1 --mb 2",
-                           "plan --schedule interleaved --pp 2 --mb 4 --format json"}) {
+  for (const auto& [args, header] : std::vector<std::pair<std::string, std::string>>{
+           {"plan --schedule 1f1b --pp 4 --mb 8", "1f1b pp=4 v=1 mb=8 |"},
+           {"plan --schedule no-pipelining --pp 1 --mb 2", "no-pipelining pp=1 v=1 mb=2 |"},
+           {"plan --schedule interleaved --pp 2 --mb 4", "interleaved pp=2 v=2 mb=4 |"}}) {
     const auto r = run_command(hyperpipe() + " " + args, 60);
     EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind(header, 0), 0u) << args << "\n" << r.output;
   }
-  EXPECT_NE(run_command(hyperpipe() + " plan --schedule interleaved --pp 2 --mb 4 --format json").output.find("\"vpp\":2"),
-            std::string::npos);
+  const auto json = nlohmann::json::parse(
+      run_command(hyperpipe() + " plan --schedule interleaved --pp 2 --mb 4 --format json").output);
+  EXPECT_EQ(json.at("vpp").get<int>(), 2) << json.dump();
+  // Stage 2 is rank 0's second chunk: two chunks per rank were generated, not only announced.
+  EXPECT_EQ(json.at("ranks").at(0).at(4).get<std::string>(), "2RECV_F0@1") << json.dump();
   const auto r = run_command(hyperpipe() + " train --nproc 1 --schedule no-pipelining --layers 2 --steps 1", 120);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("no-pipelining pp=1 vpp=1"), std::string::npos) << r.output;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "data/batch_sampler.hpp"
 #include "data/token_source.hpp"
@@ -66,8 +67,18 @@ TEST(TokenFile, RejectsBadFilesWithTheirName) {
     EXPECT_NE(std::string(e.what()).find("odd.u32"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("multiple of 4"), std::string::npos);
   }
-  EXPECT_THROW(open_source(temp_path("missing.txt")), std::invalid_argument);
-  EXPECT_THROW(open_source("weird.xyz"), std::invalid_argument);
+  // Each refusal names the flag, the file and what is wrong with it.
+  const auto refusal = [](const std::string& spec) {
+    try {
+      open_source(spec);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal(temp_path("missing.txt")), "--data " + temp_path("missing.txt") + ": cannot open the text file");
+  EXPECT_EQ(refusal("weird.xyz"), "--data weird.xyz: unknown data spec; use embedded, text:PATH, u16:PATH[:VOCAB], "
+                                  "u32:PATH[:VOCAB] or a path ending in .txt, .u16, .bin or .u32");
 }
 
 TEST(TextFile, OneByteOneToken) {
@@ -78,7 +89,7 @@ TEST(TextFile, OneByteOneToken) {
   }
   auto s = open_source(p);
   ASSERT_EQ(s->size(), 5u);
-  EXPECT_EQ(s->at(0), 'h');
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(s->at(i), "hello"[i]) << "byte " << i;
 }
 
 TEST(BatchSampler, DependsOnlyOnSeedAndStep) {
@@ -88,6 +99,23 @@ TEST(BatchSampler, DependsOnlyOnSeedAndStep) {
   EXPECT_EQ(b1.tokens, b2.tokens);
   EXPECT_NE(b1.tokens, b3.tokens);
   ASSERT_EQ(b1.tokens.size(), 4u * 17u);
+  // Each row is seq_len + 1 consecutive tokens of the source (inputs and the
+  // labels one ahead come from one window), not four copies of one window.
+  std::set<std::size_t> starts;
+  for (std::size_t r = 0; r < 4; ++r) {
+    const auto row = b1.tokens.begin() + static_cast<std::ptrdiff_t>(r * 17);
+    const auto window_at = [&](std::size_t s) {
+      for (std::size_t j = 0; j < 17; ++j)
+        if (row[static_cast<std::ptrdiff_t>(j)] != src->at(s + j)) return false;
+      return true;
+    };
+    std::size_t found = src->size();
+    for (std::size_t s = 0; s + 17 <= src->size() && found == src->size(); ++s)
+      if (window_at(s)) found = s;
+    ASSERT_LT(found, src->size()) << "row " << r << " is not a window of the source";
+    starts.insert(found);
+  }
+  EXPECT_GT(starts.size(), 1u);
   o.seq_len = 20000;
   EXPECT_THROW(sample_batch(*src, o, 0), std::invalid_argument);
 }

@@ -35,6 +35,7 @@ double max_rel_error(const at::Tensor& a, const at::Tensor& b) {
 class KVCacheDecoding : public ::testing::TestWithParam<std::pair<bool, bool>> {};
 
 TEST_P(KVCacheDecoding, EveryPositionMatchesTheFullForward) {
+  at::manual_seed(101);  // a failure reproduces
   const auto [mhc, tie] = GetParam();
   at::NoGradGuard no_grad;
   auto gpt = model::build_reference_gpt(config(mhc, tie));
@@ -63,6 +64,7 @@ INSTANTIATE_TEST_SUITE_P(Gpt, KVCacheDecoding,
 // A VL caption's decoding: the image features go in with the first tokens and
 // every later token attends to them through the cache.
 TEST(KVCacheDecoding, APrefixTakesItsPositionsBeforeTheTokens) {
+  at::manual_seed(102);  // a failure reproduces
   at::NoGradGuard no_grad;
   auto gpt = model::build_reference_gpt(config(false, false));
   const at::Tensor prefix = at::randn({2, 4, 16}, at::TensorOptions().dtype(at::kDouble));
@@ -95,6 +97,7 @@ TEST(GptDecodeLayout, MhcDecodesOnOneRankOnly) {
 }
 
 TEST(Sampler, GreedyTakesTheArgMaxAndSamplingRepeatsForASeed) {
+  at::manual_seed(103);  // a failure reproduces
   const at::Tensor logits = at::randn({4, 50}, at::TensorOptions().dtype(at::kDouble));
   EXPECT_TRUE(Sampler({}).next(logits).equal(logits.argmax(1)));
   SamplingOptions top1;

@@ -39,6 +39,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.pattern << (c.mhc ? " w
 class HybridDecoding : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HybridDecoding, EveryPositionMatchesTheFullForward) {
+  at::manual_seed(104);  // a failure reproduces
   const auto c = config(GetParam().pattern, GetParam().mhc);
   at::NoGradGuard no_grad;
   const auto whole = model::build_reference_hybrid(c);

@@ -28,9 +28,7 @@ TEST_P(HybridEquivalence, LossAndEveryGradientMatchTheSingleProcessStep) {
   const std::string out = hp::testing::launch_workers("hybrid_worker", j.pp * j.tp, args, &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
-  size_t ok = 0;
-  for (size_t at = out.find("OK   "); at != std::string::npos; at = out.find("OK   ", at + 1)) ++ok;
-  EXPECT_EQ(ok, j.cases.size() * j.pp * j.tp) << out;
+  EXPECT_EQ(hp::testing::count_of(out, "OK   "), static_cast<int>(j.cases.size()) * j.pp * j.tp) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(

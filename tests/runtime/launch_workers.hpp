@@ -31,4 +31,12 @@ inline std::string launch_workers(const std::string& worker, int nproc, const st
   return out;
 }
 
+// How often `word` occurs in `text`: the workers print one "OK   " line per
+// case and rank, so a case that silently did not run shows as a short count.
+inline int count_of(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace hp::testing

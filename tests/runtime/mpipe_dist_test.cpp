@@ -19,12 +19,6 @@ std::string run(int nproc, const std::vector<std::string>& args, int* code) {
   return hp::testing::launch_workers("mpipe_worker", nproc, args, code);
 }
 
-int count(const std::string& text, const std::string& word) {
-  int n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
-
 struct Job {
   std::string name;
   int pp;
@@ -42,9 +36,9 @@ TEST_P(MPipeDist, EveryCasePassesOnEveryRank) {
   int code = -1;
   const std::string out = run(j.pp, j.args, &code);
   EXPECT_EQ(code, 0) << out;
-  EXPECT_EQ(count(out, "FAIL"), 0) << out;
+  EXPECT_EQ(hp::testing::count_of(out, "FAIL"), 0) << out;
   // Every rank reports every case, so a case that silently did not run fails.
-  EXPECT_EQ(count(out, "OK   "), j.pp * static_cast<int>(j.args.size() - 2)) << out;
+  EXPECT_EQ(hp::testing::count_of(out, "OK   "), j.pp * static_cast<int>(j.args.size() - 2)) << out;
 }
 
 // MB:T:OVERFLOW:OWNER_BACKWARD:TIE:ACCUM[:VARLEN[:BODY]] (VARLEN: lengths 7, 3, 5
@@ -83,9 +77,9 @@ TEST(MPipeDistBadInput, APreprocessThatDiffersOnOneRankFailsEveryRankNamingIt) {
   int code = -1;
   const std::string out = run(3, {"mismatch", "1", "1"}, &code);
   EXPECT_EQ(code, 0) << out;
-  EXPECT_EQ(count(out, "EXPECTED"), 3) << out;
-  EXPECT_EQ(count(out, "differs between ranks: rank 1 ("), 3) << out;
-  EXPECT_EQ(count(out, "rank 2 ("), 0) << out;
+  EXPECT_EQ(hp::testing::count_of(out, "EXPECTED"), 3) << out;
+  EXPECT_EQ(hp::testing::count_of(out, "differs between ranks: rank 1 ("), 3) << out;
+  EXPECT_EQ(hp::testing::count_of(out, "rank 2 ("), 0) << out;
 }
 
 }  // namespace

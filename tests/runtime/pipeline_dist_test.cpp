@@ -37,6 +37,8 @@ TEST_P(Equivalence, LossAndEveryGradientMatchTheSingleProcessStep) {
   const std::string out = run(GetParam(), &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  // Every rank reports every case, so a case that silently did not run fails.
+  EXPECT_EQ(hp::testing::count_of(out, "OK   "), GetParam().pp * static_cast<int>(GetParam().cases.size())) << out;
 }
 
 // MB in {1, 3, 4, 8}: MB < PP and MB not divisible by PP included; tied

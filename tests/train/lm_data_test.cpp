@@ -53,7 +53,10 @@ TEST(LmData, VariableLengthsAreDrawnPerMicroBatchTheSameOnEveryRank) {
     EXPECT_EQ(len, data.seq_len_of(3, 8, m, 11));
     EXPECT_GE(len, 8);
     EXPECT_LE(len, 16);
-    EXPECT_EQ(whole[m].target.sizes(), whole[m].input.sizes());
+    ASSERT_EQ(whole[m].target.sizes(), whole[m].input.sizes());
+    // One window: the label at t is the input at t + 1.
+    EXPECT_TRUE(whole[m].target.slice(1, 0, len - 1).equal(whole[m].input.slice(1, 1, len))) << "micro " << m;
+    EXPECT_FALSE(whole[m].target.equal(whole[m].input)) << "micro " << m;
     lengths.insert(len);
   }
   EXPECT_GT(lengths.size(), 2u);

@@ -32,6 +32,7 @@ void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms
 }  // namespace
 
 TEST(OpProfile, CountsEachOperatorsCallsAndItsTimeWithoutItsChildren) {
+  at::manual_seed(118);  // a failure reproduces
   const at::Tensor a = at::randn({64, 64}), b = at::randn({64, 64});
   OpProfile profile;
   for (int i = 0; i < 10; ++i) at::mm(a, b);
@@ -53,6 +54,7 @@ TEST(OpProfile, CountsEachOperatorsCallsAndItsTimeWithoutItsChildren) {
 // c10d's gloo ranges end where the transfer completes: out of order, and on
 // another thread. Each range must still get its own start and end.
 TEST(OpProfile, PairsRangesThatEndOutOfOrderOrOnAnotherThread) {
+  at::manual_seed(119);  // a failure reproduces
   OpProfile profile;
   auto first = open_range("hp::first");
   sleep_ms(2);
