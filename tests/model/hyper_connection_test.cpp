@@ -64,6 +64,7 @@ TEST(Sinkhorn, TheResultIsDoublyStochastic) {
 }
 
 TEST(Streams, ExpandThenMeanContractIsTheIdentityAndExpansionIsNoView) {
+  at::manual_seed(110);  // a failure reproduces
   const at::Tensor x = at::randn({2, 3, 8}, at::TensorOptions().dtype(at::kDouble));
   const at::Tensor e = expand_streams(x, 4);
   EXPECT_EQ(e.sizes().vec(), (std::vector<int64_t>{2, 3, 32}));
@@ -150,10 +151,12 @@ TEST(HyperConnection, GradientsReachEveryParameterAndTheInput) {
     ASSERT_TRUE(p.value().grad().defined()) << p.key();
     EXPECT_GT(p.value().grad().abs().sum().item<double>(), 0.0) << p.key();
   }
-  EXPECT_TRUE(x.grad().defined());
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_GT(x.grad().abs().sum().item<double>(), 0.0);
 }
 
 TEST(GPTWithMhc, NamesOfTheModelWithoutMhcAreUnchangedAndTheStreamsTravelBetweenStages) {
+  at::manual_seed(111);  // a failure reproduces
   TransformerConfig plain = mhc_config(4);
   plain.enable_mhc_connections = false;
   const TransformerConfig mhc = mhc_config(4);
@@ -179,6 +182,7 @@ TEST(GPTWithMhc, NamesOfTheModelWithoutMhcAreUnchangedAndTheStreamsTravelBetween
 }
 
 TEST(GPTWithMhc, PipelinedMhcWithMultiTokenPredictionIsRejectedElsewhereItRuns) {
+  at::manual_seed(112);  // a failure reproduces
   GPTStagesOptions g;
   g.config = mhc_config(2);
   g.config.mtp_num_layers = 1;
