@@ -46,6 +46,7 @@ class CommChecker {
     check_deadlock();
     return std::move(issues_);
   }
+  std::int64_t operations() const { return operations_; }
 
  private:
   // One ordered rank pair (p2p_channels.hpp). Its k-th send and k-th receive
@@ -178,6 +179,7 @@ class CommChecker {
       if (--remaining[q] == 0) work.push_back(q);
     };
     auto run = [&](int r) {
+      ++operations_;
       const auto& acts = s_.ranks[r];
       const int n = static_cast<int>(acts.size());
       int& pc = pc_[r];
@@ -187,6 +189,7 @@ class CommChecker {
       }
       while (pc < n) {
         if (!is_comm(acts[pc].type)) {
+          ++operations_;
           bstart_[r] = bend_[r] = ++pc;
           continue;
         }
@@ -199,6 +202,7 @@ class CommChecker {
         bend_[r] = e;
         remaining[r] = e - pc;
         for (int p = pc; p < e; ++p) {
+          ++operations_;
           const Action& a = acts[p];
           if (is_collective(a.type)) {
             const int k = coll_joined[r]++;
@@ -304,10 +308,16 @@ class CommChecker {
   // per collective how many ranks joined it.
   std::vector<int> pc_, bstart_, bend_, coll_posted_;
   std::vector<ValidationIssue> issues_;
+  std::int64_t operations_ = 0;  // the rendezvous run's visits and steps (comm_check.hpp)
 };
 
 }  // namespace
 
-std::vector<ValidationIssue> check_communication(const Schedule& s) { return CommChecker(s).run(); }
+std::vector<ValidationIssue> check_communication(const Schedule& s, std::int64_t* operations) {
+  CommChecker checker(s);
+  std::vector<ValidationIssue> issues = checker.run();
+  if (operations != nullptr) *operations = checker.operations();
+  return issues;
+}
 
 }  // namespace hp::schedule

@@ -8,9 +8,14 @@
 // found: FIFO mismatches and unmatched sends or receives (the first per ordered
 // rank pair), collective sequence mismatches, then at most one deadlock issue
 // naming every blocked rank. Messages tied to an action start with its token.
-// Pure function; thread-compatible.
+// With `operations`, also stores the rendezvous run's own work there: each
+// visit to a rank plus each action it steps over or posts, at most
+// 2 x actions + ranks (a rank is visited again only when a batch of its
+// completes): an operation count for complexity tests, which load cannot
+// skew. Pure function; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "schedule/schedule.hpp"
@@ -18,6 +23,6 @@
 
 namespace hp::schedule {
 
-std::vector<ValidationIssue> check_communication(const Schedule& s);
+std::vector<ValidationIssue> check_communication(const Schedule& s, std::int64_t* operations = nullptr);
 
 }  // namespace hp::schedule

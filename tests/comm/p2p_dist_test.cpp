@@ -1,6 +1,10 @@
 // Multi-process tests: each test starts comm_worker ranks through
 // launch_local (a fresh store on a free port per test) and checks their
 // output. Timeouts are short, and the launcher's job_timeout bounds every test.
+// No test bounds its wall-clock time: a loaded machine stretches the ranks'
+// start without limit. A failure must come from the mechanism it names (its
+// message says a timeout or a closed connection), and within the job timeout,
+// which is the configured timeout plus a start-up allowance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,13 +15,15 @@
 #include "launch/launcher.hpp"
 
 using namespace hp::launch;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Time for the ranks to start and meet on a loaded machine, on top of the
+// configured timeout, before the launcher stops the job (exit code 124).
+constexpr double kStartupAllowanceS = 30;
+
 struct WorkerRun {
   int code = -1;
-  double seconds = 0;
   std::vector<LaunchOutput> lines;
 
   std::string all() const {
@@ -39,13 +45,18 @@ WorkerRun run_worker(int nproc, const std::string& scenario, double timeout_s = 
   o.command = {std::string(HP_BIN_DIR) + "/comm_worker", scenario};
   o.extra_env = {{"HP_TIMEOUT_S", std::to_string(timeout_s)}, {"OMP_NUM_THREADS", "1"}};
   o.shutdown_grace = std::chrono::seconds(2);
-  o.job_timeout = std::chrono::milliseconds(static_cast<long>(1000 * (timeout_s + 30)));
+  o.job_timeout = std::chrono::milliseconds(static_cast<long>(1000 * (timeout_s + kStartupAllowanceS)));
   WorkerRun r;
   o.on_output = [&](const LaunchOutput& l) { r.lines.push_back(l); };
-  auto t0 = Clock::now();
   r.code = launch_local(o);
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
+}
+
+// The job ended by itself, not by the launcher's job timeout: a rank that waits past its own
+// timeout (or forever) runs into that and fails here.
+void expect_ended_by_itself(const WorkerRun& r) {
+  EXPECT_NE(r.code, 124) << r.all();
+  EXPECT_FALSE(r.has("did not finish within its timeout")) << r.all();
 }
 
 void expect_all_ok(const WorkerRun& r, int nproc, const std::string& scenario) {
@@ -91,7 +102,7 @@ TEST(CommDistMesh, AMemberThatNeverFormsASubgroupIsNamed) {
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: forming the dp group [0, 1, 2] timed out after 2 s; rank(s) 2 did not join"))
       << r.all();
-  EXPECT_LT(r.seconds, 12.0) << r.all();
+  expect_ended_by_itself(r);
 }
 
 TEST(CommDistFailure, ADeadPeerIsNamedQuickly) {
@@ -103,9 +114,13 @@ TEST(CommDistFailure, ADeadPeerIsNamedQuickly) {
   EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: recv Activation(stage 2, micro 0) from rank 2 (tag ") ||
               r.has("rank 1: FAILED: rank 1: recv Activation(stage 2, micro 0) from rank 2 (tag "))
       << r.all();
-  EXPECT_TRUE(r.has("did rank 2 exit or crash?") || r.has("is rank 2 alive?")) << r.all();
   EXPECT_TRUE(r.has("hyperpipe launch: rank ")) << r.all();
-  EXPECT_LT(r.seconds, timeout) << "the closed connection should fail the receive before the timeout\n" << r.all();
+  // The closed connection fails the receive, not its timeout: the error says so (a CommError
+  // says "timed out after" only when its wait ran out), whatever the time the job took.
+  EXPECT_TRUE(r.has(") failed: ") && r.has(" (did rank 2 exit or crash?)"))
+      << "the closed connection should fail the receive before the timeout\n" << r.all();
+  EXPECT_FALSE(r.has("timed out after")) << r.all();
+  expect_ended_by_itself(r);
 }
 
 TEST(CommDistFailure, ARankThatNeverSendsTimesOut) {
@@ -115,7 +130,7 @@ TEST(CommDistFailure, ARankThatNeverSendsTimesOut) {
                     std::to_string((1 << 28) | (1 << 16) | 3) + ") timed out after 2 s; is rank 1 alive?"))
       << r.all();
   EXPECT_TRUE(r.has("hyperpipe launch: rank 0 failed with exit code 1; stopping the other ranks")) << r.all();
-  EXPECT_LT(r.seconds, 15.0) << r.all();
+  expect_ended_by_itself(r);
 }
 
 TEST(CommDistFailure, ACollectiveWithADeadRankFails) {
@@ -124,7 +139,7 @@ TEST(CommDistFailure, ACollectiveWithADeadRankFails) {
   EXPECT_NE(r.code, 0) << r.all();
   EXPECT_TRUE(r.has(": all_reduce (sum) of 16 Float elements over 3 ranks")) << r.all();
   EXPECT_TRUE(r.has("(did another rank exit or crash?)") || r.has("timed out after 5 s")) << r.all();
-  EXPECT_LT(r.seconds, timeout + 10) << r.all();
+  expect_ended_by_itself(r);
 }
 
 TEST(CommDistFailure, ARankThatNeverJoinsIsNamed) {
@@ -133,7 +148,7 @@ TEST(CommDistFailure, ARankThatNeverJoinsIsNamed) {
   EXPECT_TRUE(r.has("[rank 1] rank 1: not joining")) << r.all();
   EXPECT_TRUE(r.has("rank 0: FAILED: rank 0: rendezvous at file /")) << r.all();
   EXPECT_TRUE(r.has("rank 1 of 2 did not join within 2 s (is it running, with the same HYPERPIPE_STORE_PATH?)")) << r.all();
-  EXPECT_LT(r.seconds, 12.0) << r.all();
+  expect_ended_by_itself(r);
 }
 
 TEST(CommDistFailure, AMessageLargerThanTheBufferStopsTheJob) {
@@ -147,5 +162,5 @@ TEST(CommDistFailure, AMessageLargerThanTheBufferStopsTheJob) {
   EXPECT_TRUE(r.has("hyperpipe launch: rank 1 failed with signal 6 (SIGABRT)") ||
               r.has("hyperpipe launch: rank 0 failed with exit code 1"))
       << r.all();
-  EXPECT_LT(r.seconds, 15.0) << r.all();
+  expect_ended_by_itself(r);
 }

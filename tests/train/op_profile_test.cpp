@@ -29,6 +29,20 @@ std::unique_ptr<at::RecordFunction> open_range(const char* name) {
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+// The time around an event: read just before and just after it.
+struct Bracket {
+  std::chrono::steady_clock::time_point before, after;
+};
+template <class F>
+Bracket bracket(F&& event) {
+  Bracket b;
+  b.before = std::chrono::steady_clock::now();
+  event();
+  b.after = std::chrono::steady_clock::now();
+  return b;
+}
+double us(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
 }  // namespace
 
 TEST(OpProfile, CountsEachOperatorsCallsAndItsTimeWithoutItsChildren) {
@@ -56,13 +70,14 @@ TEST(OpProfile, CountsEachOperatorsCallsAndItsTimeWithoutItsChildren) {
 TEST(OpProfile, PairsRangesThatEndOutOfOrderOrOnAnotherThread) {
   at::manual_seed(119);  // a failure reproduces
   OpProfile profile;
-  auto first = open_range("hp::first");
+  std::unique_ptr<at::RecordFunction> first, second;
+  const Bracket open_first = bracket([&] { first = open_range("hp::first"); });
   sleep_ms(2);
-  auto second = open_range("hp::second");
+  const Bracket open_second = bracket([&] { second = open_range("hp::second"); });
   sleep_ms(2);
-  first.reset();  // ends before the range opened inside it
+  const Bracket close_first = bracket([&] { first.reset(); });  // ends before the range opened inside it
   sleep_ms(100);
-  second.reset();
+  const Bracket close_second = bracket([&] { second.reset(); });
   auto sent = open_range("hp::sent");
   const at::Tensor a = at::randn({32, 32});
   at::mm(a, a);
@@ -76,7 +91,16 @@ TEST(OpProfile, PairsRangesThatEndOutOfOrderOrOnAnotherThread) {
   EXPECT_EQ(f.calls, 1);
   EXPECT_EQ(s.calls, 1);
   EXPECT_EQ(sent_time.calls, 1);
-  EXPECT_GT(s.total_us, f.total_us);  // 102 ms against 4
+  // Each range spans its own open and close: at least from just after the one to just before the
+  // other, at most from just before to just after (1 ms for the profiler's clock being another
+  // one). The sleeps apart are lower bounds, which load only stretches: a range given another's
+  // end lies outside its bracket by at least 98 ms, however long they took.
+  auto expect_spans = [](const OpTime& t, const Bracket& open, const Bracket& close) {
+    EXPECT_GE(t.total_us, us(close.before - open.after) - 1000) << t.name;
+    EXPECT_LE(t.total_us, us(close.after - open.before) + 1000) << t.name;
+  };
+  expect_spans(f, open_first, close_first);
+  expect_spans(s, open_second, close_second);
   EXPECT_GE(s.total_us, 100e3);
   for (const OpTime& t : ops) {
     EXPECT_GE(t.self_us, 0) << t.name;
