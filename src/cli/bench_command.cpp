@@ -31,6 +31,7 @@
 #include "runtime/grad_reducer.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/tensor_memory.hpp"
+#include "runtime/weight_grad_store.hpp"
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
 #include "train/adamw.hpp"
@@ -120,7 +121,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   if (!schedule::kind_from_name(kind, &s.kind) ||
       (!body.empty() && (s.kind != schedule::ScheduleKind::MPipe || !schedule::kind_from_name(body, &s.mpipe.body))))
     throw std::invalid_argument("--schedules: unknown schedule '" + name +
-                                "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, mpipe (around interleaved), "
+                                "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, zb1p, mpipe (around interleaved), "
                                 "mpipe/1f1b, mpipe/gpipe");
   if (s.kind == schedule::ScheduleKind::MPipe) {
     s.mpipe.transpose_layers = a.transpose_layers;
@@ -181,13 +182,33 @@ std::pair<Pass, Pass> time_forward_backward(const std::function<at::Tensor()>& f
   return {f, b};
 }
 
+// The same backward split as a zero-bubble schedule runs it: the input part
+// inside a deferral scope, then the weight products it deferred.
+std::pair<Pass, Pass> time_split_backward(const std::function<at::Tensor()>& forward, comm::ProcessGroup* tp) {
+  const at::Tensor root = forward();
+  runtime::WeightGradWork work;
+  const Pass i = timed_pass(tp, [&] {
+    if (!root.requires_grad()) return;
+    const runtime::DeferWeightGrads scope(&work);
+    if (root.dim() == 0)
+      torch::autograd::backward({root});
+    else
+      torch::autograd::backward({root}, {at::ones_like(root)});
+  });
+  const Pass w = timed_pass(tp, [&] {
+    for (auto& product : work) product();
+  });
+  return {i, w};
+}
+
 // What the simulator needs of each stage, as one row of doubles per rank that
 // the pipeline group sums (each stage is measured by its own rank): forward and
 // backward compute in ms (the tp all-reduces inside taken out: the simulator
 // prices those itself), those all-reduces' calls and bytes, and the stage's
-// gradient bytes on this rank; after the stages, MPipe's preprocess forward,
-// backward and gradient bytes (filled by the rank of stage 0).
-constexpr int kStageFields = 7;
+// gradient bytes on this rank, the split backward's input and weight parts
+// (BWD_I, BWD_W); after the stages, MPipe's preprocess forward, backward and
+// gradient bytes (filled by the rank of stage 0).
+constexpr int kStageFields = 9;
 constexpr int kPreFields = 3;
 
 double grad_bytes(const runtime::NamedTensors& params) {
@@ -242,6 +263,17 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
     }
     out[0] = median(fs), out[1] = median(bs);
     out[6] = grad_bytes(st.parameters);
+    std::vector<double> is, ws;
+    for (int r = 0; r < reps + 1; ++r) {
+      const auto [i, w] = time_split_backward(
+          [&] {
+            at::Tensor y = st.forward(input, micro);
+            return last ? model.loss(y, micro.target) : y;
+          },
+          tp);
+      if (r > 0) is.push_back(i.ms - i.tp_ms), ws.push_back(w.ms);
+    }
+    out[7] = median(is), out[8] = median(ws);
   }
   return row;
 }
@@ -504,7 +536,7 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   for (int s = 0; s < stages; ++s) {
     schedule::StageCost& c = cm.per_stage[s];
     const int i = kStageFields * s;
-    c = schedule::StageCost{row[i], row[i + 1]};
+    c = schedule::StageCost{row[i], row[i + 1], row[i + 7], row[i + 8]};
     c.tp_f = {static_cast<int>(row[i + 2]), row[i + 3]};
     c.tp_b = {static_cast<int>(row[i + 4]), row[i + 5]};
     c.grad_bytes = row[i + 6];
@@ -542,10 +574,17 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
       busy += a.mb * (cm.forward_time(c * layout.pp + r) + cm.backward_time(c * layout.pp + r));
     ideal = std::max(ideal, busy);
   }
-  // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB) interleaved.
+  // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB)
+  // interleaved; ZB-H1's (PP-1)(F+B-2W) over MB (F+B), stage 0's costs (at v
+  // 1: the zero-bubble paper states none for its interleaved form).
   nlohmann::json theory = nullptr;
-  if (layout.kind != schedule::ScheduleKind::MPipe && layout.pp > 1)
+  if (layout.kind == schedule::ScheduleKind::ZeroBubble1P) {
+    const schedule::StageCost c = cm.stage(0);
+    if (layout.vpp == 1 && layout.pp > 1)
+      theory = (layout.pp - 1) * (c.f + c.b - 2 * c.weight_backward()) / (a.mb * (c.f + c.b));
+  } else if (layout.kind != schedule::ScheduleKind::MPipe && layout.pp > 1) {
     theory = static_cast<double>(layout.pp - 1) / (layout.vpp * a.mb);
+  }
   const nlohmann::json tensor_parallel =
       at.tp ? tensor_parallel_json(cm, sim.ranks[rank], tp_before, tp_after, a.steps) : nlohmann::json(nullptr);
   nlohmann::json data_parallel = nullptr;
@@ -570,6 +609,8 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
           {"bubble_over_ideal", measured / ideal - 1},
           {"theory_bubble_over_ideal", theory},
           {"peak_bytes", peaks},
+          // Stage 0's calibrated backward, whole and split as a zero-bubble schedule runs it.
+          {"stage0_backward_ms", {{"b", cm.stage(0).b}, {"i", cm.stage(0).i}, {"w", cm.stage(0).w}}},
           {"transpose_layers", layout.transposed_layers()},
           {"preprocess_ms", {cm.pre_f, cm.pre_b}},
           // MPipe: rank 0's parameter broadcast and preprocess backward per step, measured and simulated.
@@ -669,6 +710,15 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
     std::cout << "fastest: measured " << measured << ", simulated " << simulated
               << (measured == simulated ? " (the simulator picks the measured winner)" : " (they differ)") << "\n";
   }
+  for (const auto& r : results)
+    if (r["schedule"] == "zb1p") {
+      // Whether the split recomputes anything: I + W against the whole backward.
+      const auto& c = r["stage0_backward_ms"];
+      const double b = c["b"], i = c["i"], w = c["w"];
+      std::cout << std::fixed << std::setprecision(2) << "split backward (stage 0, calibrated): I " << i << " + W " << w
+                << " = " << i + w << " ms against B " << b << " ms (" << (i + w) / b << " of B)\n";
+      break;
+    }
   bool mpipe_header = false;
   for (const auto& r : results) {
     if (r["mpipe_rank0_ms"].is_null()) continue;
@@ -743,7 +793,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages; default 4)");
 
   cmd->add_option("--schedules", a->schedules,
-                  "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, mpipe (around interleaved), "
+                  "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, mpipe (around interleaved), "
                   "mpipe/1f1b, mpipe/gpipe")
       ->capture_default_str();
   cmd->add_option("--vpp", a->vpp, "chunks per rank for interleaved and mpipe")->capture_default_str();

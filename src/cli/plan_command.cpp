@@ -33,7 +33,7 @@ struct PlanArgs {
   std::string from_csv;
   bool simulate = false;
   schedule::CostModel costs;
-  std::vector<std::string> stage_costs;  // "STAGE:F:B"
+  std::vector<std::string> stage_costs;  // "STAGE:F:B[:I:W]"
   std::string svg, trace;
   CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
   int dp = 1;                        // replicas of the pipeline: the mesh is printed
@@ -63,9 +63,15 @@ void parse_stage_costs(PlanArgs& a) {
     int stage = -1;
     char c1 = 0, c2 = 0;
     std::istringstream in(spec);
-    if (!(in >> stage >> c1 >> c.f >> c2 >> c.b) || c1 != ':' || c2 != ':' || stage < 0 || c.f < 0 || c.b < 0 ||
-        !in.eof())
-      throw std::invalid_argument("--stage-cost '" + spec + "': expected STAGE:F:B with STAGE >= 0 and F, B >= 0 (e.g. 0:1.5:3)");
+    bool ok = (in >> stage >> c1 >> c.f >> c2 >> c.b) && c1 == ':' && c2 == ':' && stage >= 0 && c.f >= 0 && c.b >= 0;
+    // Optionally the split backward's parts: STAGE:F:B:I:W.
+    if (ok && !in.eof()) {
+      char c3 = 0, c4 = 0;
+      ok = (in >> c3 >> c.i >> c4 >> c.w) && c3 == ':' && c4 == ':' && c.i >= 0 && c.w >= 0;
+    }
+    if (!ok || !in.eof())
+      throw std::invalid_argument("--stage-cost '" + spec + "': expected STAGE:F:B or STAGE:F:B:I:W with STAGE >= 0 "
+                                  "and the costs >= 0 (e.g. 0:1.5:3 or 0:1.5:3:1.5:1.5)");
     a.costs.per_stage[stage] = c;
   }
 }
@@ -99,7 +105,7 @@ schedule::Schedule build(PlanArgs& a) {
   }
   if (!schedule::kind_from_name(a.schedule, &a.opts.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
-                                ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
+                                ": unknown schedule; allowed: " + schedule::kind_names());
   apply_mpipe_flags(a.mpipe_body, a.overflow, a.vpp_flag->count() > 0, a.opts);
   if (a.opts.mpipe.overflow == schedule::Overflow::Auto && a.opts.kind == schedule::ScheduleKind::MPipe) {
     const schedule::OwnerChoice c = schedule::choose_owners(a.opts, a.costs);
@@ -204,7 +210,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("plan", "Print, validate, simulate and draw a pipeline schedule");
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
   auto& o = args->opts;
-  cmd->add_option("--schedule", args->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")
+  cmd->add_option("--schedule", args->schedule, schedule::kind_names())
       ->capture_default_str();
   cmd->add_option("--pp", o.pp, "pipeline ranks")->capture_default_str();
   cmd->add_option("--dp", args->dp, "data-parallel replicas of the pipeline (prints the mesh of dp x pp ranks)")
@@ -224,7 +230,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--owner-backward", o.mpipe.owner_backward, "MPipe: the owner of a micro runs its preprocess backward");
   cmd->add_flag("--frozen-preprocess", o.mpipe.frozen_preprocess, "MPipe: the preprocess has no trainable parameter");
   cmd->add_flag("--forward-only", o.forward_only, "forwards only (evaluation, generation): no backward, no gradient messages");
-  cmd->add_flag("--compute-only", args->compute_only, "drop every action that is not F or B");
+  cmd->add_flag("--compute-only", args->compute_only, "drop every action that is not a compute (F, B, I, W)");
   cmd->add_option("--format", args->format, "text, csv, json or actions")
       ->check(CLI::IsMember({"text", "csv", "json", "actions"}))
       ->capture_default_str();
@@ -233,7 +239,11 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   auto& c = args->costs;
   cmd->add_option("--cost-f", c.f, "forward time of one stage for one micro-batch")->capture_default_str();
   cmd->add_option("--cost-b", c.b, "backward time of one stage for one micro-batch")->capture_default_str();
-  cmd->add_option("--stage-cost", args->stage_costs, "per-stage override STAGE:F:B (repeatable)")
+  cmd->add_option("--cost-i", c.i, "input part of a split backward (zb1p's I); < 0 = half of --cost-b")
+      ->capture_default_str();
+  cmd->add_option("--cost-w", c.w, "weight part of a split backward (zb1p's W); < 0 = half of --cost-b")
+      ->capture_default_str();
+  cmd->add_option("--stage-cost", args->stage_costs, "per-stage override STAGE:F:B or STAGE:F:B:I:W (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--cost-pre-f", c.pre_f, "preprocess forward time (part of stage 0 outside MPipe)")
       ->capture_default_str();

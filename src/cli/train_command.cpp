@@ -128,7 +128,7 @@ Job resolve(const TrainArgs& a, int world) {
   auto& s = o.pipeline.schedule;
   if (!schedule::kind_from_name(a.schedule, &s.kind))
     throw std::invalid_argument("--schedule " + a.schedule +
-                                ": unknown schedule; allowed: no-pipelining, gpipe, 1f1b, interleaved, mpipe");
+                                ": unknown schedule; allowed: " + schedule::kind_names());
   const int tp = a.model.tensor_parallel.size, cp = a.model.context_parallel.size;
   if (o.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(o.dp));
   if (tp < 1) throw std::invalid_argument("--tp must be >= 1, got " + std::to_string(tp));
@@ -249,7 +249,7 @@ CLI::Option* add_job_flags(CLI::App* cmd, const std::shared_ptr<TrainArgs>& a) {
   cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
   auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks to start (default 4); with RANK/WORLD_SIZE set this process is one rank");
 
-  cmd->add_option("--schedule", a->schedule, "no-pipelining, gpipe, 1f1b, interleaved or mpipe")->capture_default_str();
+  cmd->add_option("--schedule", a->schedule, schedule::kind_names())->capture_default_str();
   a->vpp_flag = cmd->add_option("--vpp", s.vpp, "model chunks per rank (default: 1, or 2 for interleaved and mpipe)");
   cmd->add_option("--mb", s.micro_batches, "micro-batches per step")->capture_default_str();
   cmd->add_option("--group-size", s.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it; MB when MB < PP)")->capture_default_str();

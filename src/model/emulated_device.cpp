@@ -5,6 +5,8 @@
 #include <chrono>
 #include <thread>
 
+#include "runtime/weight_grad_store.hpp"
+
 namespace hp::model {
 namespace {
 
@@ -21,7 +23,12 @@ struct Delay : public torch::autograd::Function<Delay> {
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    sleep_ms(ctx->saved_data["backward_ms"].toDouble());
+    // Half the backward is the input's gradient, half the weights': a
+    // zero-bubble schedule's input backward defers that half to its W.
+    const double half = ctx->saved_data["backward_ms"].toDouble() / 2;
+    sleep_ms(half);
+    auto weights = [half] { sleep_ms(half); };
+    if (!runtime::defer_weight_grad(weights)) weights();
     return {grads[0], at::Tensor(), at::Tensor()};
   }
 };

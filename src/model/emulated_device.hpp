@@ -12,7 +12,9 @@
 namespace hp::model {
 
 // A new tensor equal to x, made after sleeping forward_ms; its backward
-// sleeps backward_ms and passes the gradient through unchanged.
+// sleeps backward_ms and passes the gradient through unchanged. The second
+// half of that sleep stands for the weights' gradients: inside a split
+// backward's input part (runtime/weight_grad_store.hpp) it waits for the W.
 at::Tensor emulated_delay(const at::Tensor& x, double forward_ms, double backward_ms);
 
 }  // namespace hp::model

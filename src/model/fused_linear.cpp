@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include "runtime/weight_grad_store.hpp"
+
 namespace hp::model {
 namespace {
 
@@ -17,9 +19,22 @@ bool accumulates_in_place(const at::Tensor& weight) {
          g.sizes() == weight.sizes() && g.is_contiguous() && !g.requires_grad();
 }
 
-// The gradients of x, the weight (none when added into its .grad) and, with
-// one, the bias, as at::linear's backward makes them: the products of the
-// 2-D views, the bias's as the sum over rows.
+// Adds g^T x2 into the weight's .grad outside autograd: the weight backward
+// (BWD_W) a zero-bubble schedule runs after the input backward deferred it.
+void add_weight_grad(const at::Tensor& weight, const at::Tensor& g, const at::Tensor& x2) {
+  const at::NoGradGuard no_grad;  // x2 may be an activation with a graph
+  if (accumulates_in_place(weight))
+    weight.grad().addmm_(g.t(), x2);
+  else if (weight.grad().defined())
+    weight.mutable_grad() = weight.grad() + g.t().mm(x2);
+  else
+    weight.mutable_grad() = g.t().mm(x2);
+}
+
+// The gradients of x, the weight (none when added into its .grad, or
+// deferred to the weight backward) and, with one, the bias, as at::linear's
+// backward makes them: the products of the 2-D views, the bias's as the sum
+// over rows.
 variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool with_bias) {
   const at::Tensor x = ctx->get_saved_variables()[0];
   const at::Tensor weight = ctx->saved_data["weight"].toTensor();
@@ -29,10 +44,13 @@ variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool
   if (ctx->needs_input_grad(0)) grads[0] = g.mm(weight).view(x.sizes());
   if (ctx->needs_input_grad(1)) {
     const at::Tensor x2 = x.reshape({-1, in});
-    if (accumulates_in_place(weight))
+    if (runtime::defer_weight_grad([weight, g, x2] { add_weight_grad(weight, g, x2); })) {
+      // The weight backward adds it; autograd sees none, as in place.
+    } else if (accumulates_in_place(weight)) {
       weight.grad().addmm_(g.t(), x2);
-    else
+    } else {
       grads[1] = g.t().mm(x2);
+    }
   }
   if (with_bias && ctx->needs_input_grad(2)) grads[2] = g.sum(0);
   return grads;

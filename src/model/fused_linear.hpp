@@ -11,7 +11,10 @@
 // (the optimizer keeps one from the first step on); then autograd sees none
 // for the weight, though its accumulator still runs, so hooks after it (the
 // data-parallel reducer's) fire in the same order. Otherwise the gradient
-// goes through autograd as at::linear's. No higher-order gradients.
+// goes through autograd as at::linear's. Inside a DeferWeightGrads scope
+// (a zero-bubble schedule's input backward) the weight's product is deferred
+// to the stage's weight backward instead (runtime/weight_grad_store.hpp).
+// No higher-order gradients.
 #pragma once
 
 #include <ATen/core/Tensor.h>

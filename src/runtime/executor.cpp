@@ -83,6 +83,8 @@ Executor::Executor(const schedule::ScheduleOptions& layout, int rank, comm::Proc
   }
   handlers_[ActionType::FWD] = [this](const Action& a) { forward(a); };
   handlers_[ActionType::BWD] = [this](const Action& a) { backward(a); };
+  handlers_[ActionType::BWD_I] = [this](const Action& a) { backward(a); };
+  handlers_[ActionType::BWD_W] = [this](const Action& a) { stage(a.stage).backward_weight(a.micro); };
   handlers_[ActionType::SEND_F] = [this](const Action& a) { send_forward(a); };
   handlers_[ActionType::SEND_B] = [this](const Action& a) { send_backward(a); };
   handlers_[ActionType::RECV_F] = [this](const Action& a) { recv_body(a); };
@@ -239,13 +241,17 @@ void Executor::forward(const Action& a) {
   loss_sum_ = loss_sum_.defined() ? loss_sum_ + sum : sum;
 }
 
+// BWD and BWD_I: both consume the output's gradient and make the input's.
 void Executor::backward(const Action& a) {
   Stage& st = stage(a.stage);
   at::Tensor grad;
   if (!st.is_last()) {
     grad = layout_.pp == 1 ? stage(a.stage + 1).take_input_grad(a.micro) : take_recv(kGrad, a.stage + 1, a.micro);
   }
-  st.backward(a.micro, grad);
+  if (a.type == ActionType::BWD_I)
+    st.backward_input(a.micro, grad);
+  else
+    st.backward(a.micro, grad);
 }
 
 void Executor::check_output_spec(const at::Tensor& t, int stage, int micro) const {

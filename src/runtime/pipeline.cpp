@@ -128,23 +128,27 @@ Pipeline::Pipeline(const PipelineOptions& options, int rank, comm::ProcessGroup*
 }
 
 // A stage's gradients are final after its last backward of the step: its
-// buckets reduce from then on while the other stages' backwards run.
+// buckets reduce from then on while the other stages' backwards run. Under a
+// split backward that is its last W, whose products run outside autograd: no
+// hook marks them ready, so flush launches them.
 void Pipeline::reduce_over_replicas() {
   std::vector<GradReducer::Phase> phases;
   for (const auto& st : model_.stages) phases.push_back({st.index, st.parameters});
   // MPipe's preprocess (rank 0's) is final only after the owner-backward suffix.
   if (model_.preprocess && rank_ == 0) phases.push_back({-1, model_.preprocess->parameters});
   reducer_ = std::make_unique<GradReducer>(std::move(phases), dp_, options_.grad_bucket_bytes);
-  std::map<int, int> last_micro;  // stage -> micro of its last backward
+  std::map<int, schedule::Action> last;  // stage -> the backward after which its weights are final
   for (const auto& a : train_.actions)
-    if (a.type == schedule::ActionType::BWD) last_micro[a.stage] = a.micro;
-  auto backward = train_.executor->handler(schedule::ActionType::BWD);
-  train_.executor->register_handler(schedule::ActionType::BWD, [this, backward, last_micro](const schedule::Action& a) {
-    const bool last = sync_grads_ && last_micro.at(a.stage) == a.micro;
-    if (last) reducer_->arm(a.stage);
-    backward(a);
-    if (last) reducer_->flush(a.stage);
-  });
+    if (a.type == schedule::ActionType::BWD || a.type == schedule::ActionType::BWD_W) last[a.stage] = a;
+  for (const auto type : {schedule::ActionType::BWD, schedule::ActionType::BWD_W}) {
+    auto backward = train_.executor->handler(type);
+    train_.executor->register_handler(type, [this, backward, last](const schedule::Action& a) {
+      const bool final = sync_grads_ && last.at(a.stage) == a;
+      if (final) reducer_->arm(a.stage);
+      backward(a);
+      if (final) reducer_->flush(a.stage);
+    });
+  }
 }
 
 Pipeline::Runner Pipeline::make_runner(schedule::ScheduleOptions layout, const std::map<int, Stage*>& stages) {

@@ -38,6 +38,24 @@ at::Tensor Stage::forward(int micro, const MicroBatch& data, const at::Tensor& i
 
 void Stage::set_loss(int micro, const at::Tensor& loss) { losses_[micro] = loss; }
 
+void Stage::backward_input(int micro, const at::Tensor& grad_output) {
+  if (deferred_.count(micro))
+    throw std::logic_error("stage " + std::to_string(index_) + ": input backward of micro " + std::to_string(micro) +
+                           " ran twice in one step");
+  WeightGradWork& work = deferred_[micro];
+  const DeferWeightGrads scope(&work);
+  backward(micro, grad_output);
+}
+
+void Stage::backward_weight(int micro) {
+  auto it = deferred_.find(micro);
+  if (it == deferred_.end())
+    throw std::logic_error("stage " + std::to_string(index_) + ": weight backward of micro " + std::to_string(micro) +
+                           " before its input backward");
+  for (auto& product : it->second) product();
+  deferred_.erase(it);
+}
+
 void Stage::backward(int micro, const at::Tensor& grad_output) {
   if (last_) {
     torch::autograd::backward({find(losses_, micro, "loss", index_)});
@@ -77,6 +95,7 @@ void Stage::reset() {
   outputs_.clear();
   losses_.clear();
   input_grads_.clear();
+  deferred_.clear();
 }
 
 }  // namespace hp::runtime

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "runtime/microbatch.hpp"
+#include "runtime/weight_grad_store.hpp"
 
 namespace hp::runtime {
 
@@ -42,6 +43,12 @@ class Stage {
   // Backward of micro m: from the loss on the last stage, else from the
   // gradient of the output. Frees the micro's graph and output.
   void backward(int micro, const at::Tensor& grad_output = {});
+  // The same backward split in two (BWD_I, BWD_W): backward_input(m) gives
+  // the input's gradient and frees the graph, deferring the weight products
+  // its layers defer (weight_grad_store.hpp); backward_weight(m), later, runs
+  // them. Each once per micro and step, in that order.
+  void backward_input(int micro, const at::Tensor& grad_output = {});
+  void backward_weight(int micro);
   // Gradient of the input of micro m, valid after backward(m) for an input
   // that requires grad; the stage forgets it (it is sent or consumed once).
   at::Tensor take_input_grad(int micro);
@@ -64,6 +71,7 @@ class Stage {
   Forward forward_;
   bool input_requires_grad_ = true;
   std::map<int, at::Tensor> inputs_, outputs_, losses_, input_grads_;
+  std::map<int, WeightGradWork> deferred_;  // by micro, from backward_input to backward_weight
 };
 
 }  // namespace hp::runtime

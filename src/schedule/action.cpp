@@ -10,6 +10,8 @@ namespace {
 constexpr std::array<std::string_view, kNumActionTypes> kNames = {
     "FWD",
     "BWD",
+    "BWD_I",
+    "BWD_W",
     "SEND_F",
     "RECV_F",
     "SEND_B",
@@ -41,6 +43,26 @@ bool fail(std::string* error, std::string msg) {
 
 std::string_view type_name(ActionType t) { return kNames[static_cast<int>(t)]; }
 
+char compute_letter(ActionType t) {
+  switch (t) {
+    case ActionType::FWD: return 'F';
+    case ActionType::BWD: return 'B';
+    case ActionType::BWD_I: return 'I';
+    case ActionType::BWD_W: return 'W';
+    default: return '?';
+  }
+}
+
+std::optional<ActionType> compute_from_letter(char c) {
+  switch (c) {
+    case 'F': return ActionType::FWD;
+    case 'B': return ActionType::BWD;
+    case 'I': return ActionType::BWD_I;
+    case 'W': return ActionType::BWD_W;
+    default: return std::nullopt;
+  }
+}
+
 std::optional<ActionType> type_from_name(std::string_view name) {
   for (int i = 0; i < kNumActionTypes; ++i)
     if (kNames[i] == name) return static_cast<ActionType>(i);
@@ -49,13 +71,10 @@ std::optional<ActionType> type_from_name(std::string_view name) {
 
 std::string format_action(const Action& a) {
   std::string out = std::to_string(a.stage);
-  if (a.type == ActionType::FWD) {
-    out += 'F';
-  } else if (a.type == ActionType::BWD) {
-    out += 'B';
-  } else {
+  if (is_compute(a.type))
+    out += compute_letter(a.type);
+  else
     out += type_name(a.type);
-  }
   if (a.micro >= 0) out += std::to_string(a.micro);
   if (a.peer >= 0) {
     out += '@';
@@ -68,7 +87,7 @@ std::optional<Action> parse_action(std::string_view token, std::string* error) {
   const std::string tok(token);
   auto bad = [&](const std::string& why) -> std::optional<Action> {
     fail(error, "bad action token '" + tok + "': " + why +
-                    " (expected e.g. 2F0, 5B3, 1SEND_F0@2, 0MPIPE_PARAM_BROADCAST)");
+                    " (expected e.g. 2F0, 5B3, 3I1, 3W1, 1SEND_F0@2, 0MPIPE_PARAM_BROADCAST)");
     return std::nullopt;
   };
   Action a;
@@ -84,10 +103,8 @@ std::optional<Action> parse_action(std::string_view token, std::string* error) {
   while (j > 0 && std::isdigit(static_cast<unsigned char>(rest[j - 1]))) --j;
   std::string_view name = rest.substr(0, j);
   std::string_view micro = rest.substr(j);
-  if (name == "F") {
-    a.type = ActionType::FWD;
-  } else if (name == "B") {
-    a.type = ActionType::BWD;
+  if (name.size() == 1 && compute_from_letter(name[0])) {
+    a.type = *compute_from_letter(name[0]);
   } else if (auto t = type_from_name(name); t && !is_compute(*t)) {
     a.type = *t;
   } else {

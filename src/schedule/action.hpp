@@ -6,10 +6,11 @@
 // communication, the peer rank (-1 for compute and collectives).
 //
 // Text form, one token per action (like torch.distributed.pipelining's
-// _Action): compute is exactly "{stage}F{micro}" / "{stage}B{micro}";
+// _Action): compute is exactly "{stage}F{micro}" / "{stage}B{micro}", and
+// the split backward "{stage}I{micro}" / "{stage}W{micro}";
 // every other action is "{stage}{TYPE}{micro}" with the micro omitted when
 // there is none, followed by "@{peer}" when it has a peer:
-//   2F0  5B3  1SEND_F0@2  0MPIPE_PARAM_BROADCAST  0MPIPE_FWD_RECV3@3
+//   2F0  5B3  3I1  3W1  1SEND_F0@2  0MPIPE_PARAM_BROADCAST  0MPIPE_FWD_RECV3@3
 // format_action and parse_action round-trip exactly.
 #pragma once
 
@@ -23,7 +24,11 @@ namespace hp::schedule {
 enum class ActionType : std::uint8_t {
   // Body pipeline.
   FWD,     // forward of (stage, micro)
-  BWD,     // backward of (stage, micro)
+  BWD,     // backward of (stage, micro): BWD_I and BWD_W in one
+  // The backward split (zero-bubble schedules; PyTorch's BACKWARD_INPUT and
+  // BACKWARD_WEIGHT): a (stage, micro) runs either BWD, or BWD_I and later BWD_W.
+  BWD_I,   // the gradient of the stage's input only: what the previous stage waits for
+  BWD_W,   // the weights' gradients, from what BWD_I kept; nobody waits for it
   SEND_F,  // send stage's forward output of micro to the rank of stage + 1
   RECV_F,  // receive stage's forward input of micro from the rank of stage - 1
   SEND_B,  // send the gradient of stage's input of micro to the rank of stage - 1
@@ -42,7 +47,7 @@ enum class ActionType : std::uint8_t {
   MPIPE_GRAD_REDUCE,               // collective: sum preprocess gradients over the PP group
 };
 
-inline constexpr int kNumActionTypes = 16;
+inline constexpr int kNumActionTypes = 18;
 static_assert(kNumActionTypes <= 32, "the classification below keeps one bit per type in 32 bits");
 
 struct Action {
@@ -60,6 +65,9 @@ struct Action {
 // The type's name as it appears in text ("FWD", "SEND_F", "MPIPE_FWD_SEND", ...).
 std::string_view type_name(ActionType t);
 std::optional<ActionType> type_from_name(std::string_view name);
+// A compute's letter in text and grids ('F', 'B', 'I', 'W'), and back.
+char compute_letter(ActionType t);
+std::optional<ActionType> compute_from_letter(char c);
 
 // Classification used by validation, simulation and rendering. Inline bit
 // tests: the engine's passes over a million-action schedule ask these
@@ -74,7 +82,12 @@ constexpr std::uint32_t kCollective = bit(ActionType::MPIPE_PARAM_BROADCAST) | b
 constexpr bool in(std::uint32_t mask, ActionType t) { return (mask >> static_cast<int>(t)) & 1u; }
 }  // namespace action_detail
 
-constexpr bool is_compute(ActionType t) { return t == ActionType::FWD || t == ActionType::BWD; }
+constexpr bool is_compute(ActionType t) { return t <= ActionType::BWD_W; }
+// The backward that consumes the output's gradient and produces the input's
+// (BWD or BWD_I): what a gradient message goes between.
+constexpr bool is_input_backward(ActionType t) { return t == ActionType::BWD || t == ActionType::BWD_I; }
+// Any part of a backward (BWD, BWD_I, BWD_W).
+constexpr bool is_backward(ActionType t) { return t >= ActionType::BWD && t <= ActionType::BWD_W; }
 // Every MPIPE_* member.
 constexpr bool is_mpipe(ActionType t) { return t >= ActionType::MPIPE_PARAM_BROADCAST; }
 // Point-to-point sends (body and MPipe).

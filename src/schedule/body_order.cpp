@@ -11,6 +11,8 @@ using Order = std::vector<std::vector<Action>>;
 
 Action fwd(int stage, int micro) { return Action{ActionType::FWD, stage, micro, -1}; }
 Action bwd(int stage, int micro) { return Action{ActionType::BWD, stage, micro, -1}; }
+Action bwd_input(int stage, int micro) { return Action{ActionType::BWD_I, stage, micro, -1}; }
+Action bwd_weight(int stage, int micro) { return Action{ActionType::BWD_W, stage, micro, -1}; }
 
 Order no_pipelining(const ScheduleOptions& o) {
   Order out(1);
@@ -73,6 +75,44 @@ Order interleaved(const ScheduleOptions& o) {
   return out;
 }
 
+// Zero-bubble 1P (ZB-H1 at v 1; PyTorch's ScheduleInterleavedZeroBubble):
+// the interleaved table with a shallower warm-up, (v-1)*G + PP-1-rank
+// forwards, then F and I alternate, and rank r holds back the W of its
+// first r I's: each later I is followed by the W of the oldest I still
+// without one (so rank 0 runs every W at once, the last rank lags PP-1), and
+// the held-back W's close the step, where they fill what was the cool-down's
+// bubble. Where PyTorch accepts the layout (MB a multiple of its rounds,
+// max(1, MB / PP)) G is its micro-batches per round and the orders are
+// PyTorch's, rank by rank; the table's groups also take the MB it refuses.
+Order zero_bubble_1p(const ScheduleOptions& o) {
+  const int v = o.vpp, g = o.effective_group_size();
+  const std::vector<MicroChunk> table = interleaved_table(o.micro_batches, v, g);
+  const int total = static_cast<int>(table.size());
+  Order out(o.pp);
+  for (int r = 0; r < o.pp; ++r) {
+    auto stage_f = [&](int k) { return table[k].chunk * o.pp + r; };
+    auto stage_b = [&](int k) { return (v - 1 - table[k].chunk) * o.pp + r; };
+    const int warmup = std::min((v - 1) * g + o.pp - 1 - r, total);
+    auto& ops = out[r];
+    ops.reserve(3 * static_cast<size_t>(total));
+    int next_w = 0;  // table entry of the oldest I whose W has not run
+    auto input_backward = [&](int i) {
+      ops.push_back(bwd_input(stage_b(i), table[i].micro));
+      if (i >= r) {
+        ops.push_back(bwd_weight(stage_b(next_w), table[next_w].micro));
+        ++next_w;
+      }
+    };
+    for (int k = 0; k < warmup; ++k) ops.push_back(fwd(stage_f(k), table[k].micro));
+    for (int i = 0; i < total; ++i) {
+      if (warmup + i < total) ops.push_back(fwd(stage_f(warmup + i), table[warmup + i].micro));
+      input_backward(i);
+    }
+    for (; next_w < total; ++next_w) ops.push_back(bwd_weight(stage_b(next_w), table[next_w].micro));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<MicroChunk> interleaved_table(int micro_batches, int vpp, int group) {
@@ -99,6 +139,7 @@ Order training_order(const ScheduleOptions& o) {
     case ScheduleKind::GPipe: return gpipe(o);
     case ScheduleKind::OneFOneB: return one_f_one_b(o);
     case ScheduleKind::Interleaved: return interleaved(o);
+    case ScheduleKind::ZeroBubble1P: return zero_bubble_1p(o);
     case ScheduleKind::MPipe: {
       ScheduleOptions body = o;
       body.kind = o.mpipe.body;
@@ -117,7 +158,7 @@ std::vector<std::vector<Action>> body_compute_order(const ScheduleOptions& o) {
   // interleaved table still decides which chunk runs next.
   if (o.forward_only)
     for (auto& ops : order)
-      ops.erase(std::remove_if(ops.begin(), ops.end(), [](const Action& a) { return a.type == ActionType::BWD; }),
+      ops.erase(std::remove_if(ops.begin(), ops.end(), [](const Action& a) { return is_backward(a.type); }),
                 ops.end());
   return order;
 }

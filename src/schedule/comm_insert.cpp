@@ -40,8 +40,8 @@
 namespace hp::schedule {
 namespace {
 
-constexpr int kForwardTime = 1;
-constexpr int kBackwardTime = 2;
+// Unit times of the as-soon-as-possible run: F 1, B 2 = I 1 + W 1.
+int compute_time(ActionType t) { return t == ActionType::BWD ? 2 : 1; }
 
 // Stage layout of one body order, and dense ids of its computes.
 struct Layout {
@@ -50,10 +50,11 @@ struct Layout {
   int micro_batches = 1;
   std::vector<int> stage_rank;  // stage % pp, looked up: the placement asks per message, and division is slow
   int rank_of(int stage) const { return stage_rank[stage]; }
-  int id(ActionType t, int stage, int micro) const {
-    return ((t == ActionType::FWD ? 0 : 1) * stages + stage) * micro_batches + micro;
-  }
-  int num_ids() const { return 2 * stages * micro_batches; }
+  // Forward, the input backward (BWD or BWD_I: a (stage, micro) has one of
+  // the two) and BWD_W: three classes of compute.
+  static int kind(ActionType t) { return t == ActionType::FWD ? 0 : is_input_backward(t) ? 1 : 2; }
+  int id(ActionType t, int stage, int micro) const { return (kind(t) * stages + stage) * micro_batches + micro; }
+  int num_ids() const { return 3 * stages * micro_batches; }
 };
 
 void check_compute(const Layout& l, const std::vector<std::vector<Action>>& compute) {
@@ -88,12 +89,13 @@ std::vector<int> asap_end_times(const Layout& l, const std::vector<std::vector<A
           ready = e < 0 || ready < 0 ? -1 : std::max(ready, e);
         };
         if (a.type == ActionType::FWD && a.stage > 0) dep(ActionType::FWD, a.stage - 1);
-        if (a.type == ActionType::BWD) {
+        if (is_input_backward(a.type)) {
           dep(ActionType::FWD, a.stage);
           if (a.stage + 1 < l.stages) dep(ActionType::BWD, a.stage + 1);
         }
+        if (a.type == ActionType::BWD_W) dep(ActionType::BWD_I, a.stage);
         if (ready < 0) break;
-        free_at[r] = ready + (a.type == ActionType::FWD ? kForwardTime : kBackwardTime);
+        free_at[r] = ready + compute_time(a.type);
         end[l.id(a.type, a.stage, a.micro)] = free_at[r];
         progress = true;
       }
@@ -239,6 +241,7 @@ BodyComms::BodyComms(const ScheduleOptions& o, std::vector<std::vector<Action>> 
   std::vector<int> by_end;                  // per end time, then its first message id
   int num_messages = 0;
   auto produces = [&](int r, const Action& c) {
+    if (c.type == ActionType::BWD_W) return false;  // its gradients stay on the rank
     const int to_stage = c.type == ActionType::FWD ? c.stage + 1 : c.stage - 1;
     return to_stage >= 0 && to_stage < l.stages && l.rank_of(to_stage) != r;
   };
@@ -278,6 +281,7 @@ BodyComms::BodyComms(const ScheduleOptions& o, std::vector<std::vector<Action>> 
       }
       if (i == n) break;
       const Action& c = compute[r][i];
+      if (c.type == ActionType::BWD_W) continue;
       const int from_stage = c.type == ActionType::FWD ? c.stage - 1 : c.stage + 1;
       if (from_stage < 0 || from_stage >= l.stages || l.rank_of(from_stage) == r) continue;
       ends[r].emplace_back(i, false, msg_of[l.id(c.type, from_stage, c.micro)]);

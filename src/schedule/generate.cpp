@@ -101,6 +101,7 @@ void check_options(const ScheduleOptions& o) {
                str(o.vpp) + ")");
       break;
     case ScheduleKind::Interleaved:
+    case ScheduleKind::ZeroBubble1P:
     case ScheduleKind::MPipe: check_group_size(o); break;
   }
   if (o.layers > 0 && o.layers < o.num_stages())

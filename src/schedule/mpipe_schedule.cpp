@@ -77,7 +77,7 @@ Schedule generate_mpipe(const ScheduleOptions& options) {
         if (stage0 && a.type == ActionType::FWD && inline_on_rank0(a.micro))
           out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_FWD, a.micro));
         out.push_back(a);
-        if (stage0 && a.type == ActionType::BWD && trainable && (!mp.owner_backward || owner(a.micro) == 0))
+        if (stage0 && is_input_backward(a.type) && trainable && (!mp.owner_backward || owner(a.micro) == 0))
           out.push_back(mpipe(ActionType::MPIPE_TRANSPOSE_BWD, a.micro));
       }
     }

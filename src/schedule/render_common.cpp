@@ -9,6 +9,8 @@ BoxKind box_kind(ActionType t) {
   switch (t) {
     case ActionType::FWD: return BoxKind::Forward;
     case ActionType::BWD: return BoxKind::Backward;
+    case ActionType::BWD_I: return BoxKind::InputBackward;
+    case ActionType::BWD_W: return BoxKind::WeightBackward;
     case ActionType::MPIPE_TRANSPOSE_FWD: return BoxKind::TransposeFwd;
     case ActionType::MPIPE_TRANSPOSE_BWD: return BoxKind::TransposeBwd;
     case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD: return BoxKind::GradRecvBwd;
@@ -22,6 +24,8 @@ std::string_view box_kind_name(BoxKind k) {
   switch (k) {
     case BoxKind::Forward: return "forward";
     case BoxKind::Backward: return "backward";
+    case BoxKind::InputBackward: return "input backward (I)";
+    case BoxKind::WeightBackward: return "weight backward (W)";
     case BoxKind::TransposeFwd: return "transpose forward";
     case BoxKind::TransposeBwd: return "transpose backward (recompute)";
     case BoxKind::GradRecvBwd: return "owner backward (grad recv)";
@@ -39,7 +43,9 @@ bool is_drawn(const TimedAction& t) {
 std::string_view category(ActionType t) {
   switch (box_kind(t)) {
     case BoxKind::Forward: return "forward";
-    case BoxKind::Backward: return "backward";
+    case BoxKind::Backward:
+    case BoxKind::InputBackward:
+    case BoxKind::WeightBackward: return "backward";
     case BoxKind::Broadcast:
     case BoxKind::GradReduce: return "collective";
     case BoxKind::TransposeFwd:
@@ -56,8 +62,10 @@ std::string short_label(const Action& a, int pp, int vpp) {
   const std::string m = std::to_string(a.micro);
   switch (box_kind(a.type)) {
     case BoxKind::Forward:
-    case BoxKind::Backward: {
-      std::string out = (a.type == ActionType::FWD ? "F" : "B") + m;
+    case BoxKind::Backward:
+    case BoxKind::InputBackward:
+    case BoxKind::WeightBackward: {
+      std::string out = compute_letter(a.type) + m;
       if (vpp > 1) out += "." + std::to_string(chunk_of(a.stage, pp));
       return out;
     }

@@ -15,6 +15,8 @@ namespace hp::schedule::render_detail {
 enum class BoxKind {
   Forward,
   Backward,
+  InputBackward,   // BWD_I: the split backward's input gradient
+  WeightBackward,  // BWD_W: the split backward's weight gradients
   TransposeFwd,   // MPIPE_TRANSPOSE_FWD: preprocess forward (or data load) on the owner
   TransposeBwd,   // MPIPE_TRANSPOSE_BWD: recompute + backprop of the preprocess on rank 0
   GradRecvBwd,    // MPIPE_GRAD_RECV_WITH_BACKWARD: the owner backprops its retained graph
@@ -22,7 +24,9 @@ enum class BoxKind {
   GradReduce,     // MPIPE_GRAD_REDUCE
   Comm,
 };
-inline constexpr int kNumBoxKinds = 8;
+inline constexpr int kNumBoxKinds = 10;
+// The pipeline body's computes, drawn per chunk (F, B, I, W).
+inline bool is_body(BoxKind k) { return k <= BoxKind::WeightBackward; }
 
 BoxKind box_kind(ActionType t);
 std::string_view box_kind_name(BoxKind k);  // legend text, e.g. "transpose forward"
@@ -37,7 +41,7 @@ std::string_view category(ActionType t);
 // The chunk (virtual stage on its rank) of an action, with pp = physical ranks.
 int chunk_of(int stage, int pp);
 
-// Grid label: "F3" / "B3", "F3.1" (micro 3, chunk 1) when vpp > 1; "T3"
+// Grid label: "F3" / "B3" / "I3" / "W3", "F3.1" (micro 3, chunk 1) when vpp > 1; "T3"
 // transpose forward, "R3" recompute backward, "G3" owner grad backward, "BC"
 // broadcast, "GR" grad reduce.
 std::string short_label(const Action& a, int pp, int vpp);

@@ -45,6 +45,8 @@ std::string legend(const std::set<BoxKind>& kinds, int vpp) {
     switch (k) {
       case BoxKind::Forward: out += " Fm" + c + "=forward of micro m" + on_chunk + ";"; break;
       case BoxKind::Backward: out += " Bm" + c + "=backward of micro m" + on_chunk + ";"; break;
+      case BoxKind::InputBackward: out += " Im" + c + "=input backward of micro m" + on_chunk + ";"; break;
+      case BoxKind::WeightBackward: out += " Wm" + c + "=weight backward of micro m" + on_chunk + ";"; break;
       case BoxKind::TransposeFwd: out += " Tm=MPipe transpose forward;"; break;
       case BoxKind::TransposeBwd: out += " Rm=MPipe transpose backward (recompute);"; break;
       case BoxKind::GradRecvBwd: out += " Gm=MPipe owner backward;"; break;

@@ -47,7 +47,7 @@ std::string hex(Rgb c) {
   return out;
 }
 
-// Forward and backward get one hue each; chunks go from dark (chunk 0) to
+// Forward, backward and the split backward's I and W get one hue each; chunks go from dark (chunk 0) to
 // light (chunk v-1) so the loop over virtual stages is visible. MPipe steps
 // get hues of their own and are hatched (see hatched()).
 Rgb fill_rgb(BoxKind k, int chunk, int vpp) {
@@ -55,6 +55,8 @@ Rgb fill_rgb(BoxKind k, int chunk, int vpp) {
   switch (k) {
     case BoxKind::Forward: return mix({38, 98, 170}, {255, 255, 255}, t);
     case BoxKind::Backward: return mix({214, 108, 24}, {255, 255, 255}, t);
+    case BoxKind::InputBackward: return mix({200, 40, 40}, {255, 255, 255}, t);
+    case BoxKind::WeightBackward: return mix({46, 140, 60}, {255, 255, 255}, t);
     case BoxKind::TransposeFwd: return {123, 79, 168};
     case BoxKind::TransposeBwd: return {184, 51, 106};
     case BoxKind::GradRecvBwd: return {31, 138, 122};
@@ -123,14 +125,14 @@ std::vector<LegendItem> legend_items(const Schedule& s, const SimulationReport& 
     for (const TimedAction& t : rr.timeline) {
       if (!is_drawn(t)) continue;
       const BoxKind k = box_kind(t.action.type);
-      const bool body = k == BoxKind::Forward || k == BoxKind::Backward;
+      const bool body = render_detail::is_body(k);
       seen.insert({k, body ? render_detail::chunk_of(t.action.stage, pp) : 0});
     }
   }
   std::vector<LegendItem> items;
   for (const auto& [k, chunk] : seen) {
     std::string label(render_detail::box_kind_name(k));
-    const bool body = k == BoxKind::Forward || k == BoxKind::Backward;
+    const bool body = render_detail::is_body(k);
     if (body && vpp > 1) label += " chunk " + std::to_string(chunk);
     items.push_back({label, hex(fill_rgb(k, chunk, vpp)), hatched(k), false});
   }

@@ -5,12 +5,13 @@
 
 namespace hp::schedule {
 namespace {
-constexpr std::array<std::pair<ScheduleKind, std::string_view>, 5> kKinds = {{
+constexpr std::array<std::pair<ScheduleKind, std::string_view>, 6> kKinds = {{
     {ScheduleKind::NoPipelining, "no-pipelining"},
     {ScheduleKind::GPipe, "gpipe"},
     {ScheduleKind::OneFOneB, "1f1b"},
     {ScheduleKind::Interleaved, "interleaved"},
     {ScheduleKind::MPipe, "mpipe"},
+    {ScheduleKind::ZeroBubble1P, "zb1p"},
 }};
 }  // namespace
 
@@ -18,6 +19,12 @@ std::string_view kind_name(ScheduleKind k) {
   for (auto& [kind, name] : kKinds)
     if (kind == k) return name;
   return "?";
+}
+
+std::string kind_names() {
+  std::string out;
+  for (auto& [kind, name] : kKinds) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
 }
 
 int default_vpp(const ScheduleOptions& o) {

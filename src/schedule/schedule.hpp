@@ -10,9 +10,13 @@
 
 namespace hp::schedule {
 
-enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe };
+// ZeroBubble1P: ZB-H1 at v 1, PyTorch's ScheduleInterleavedZeroBubble at any
+// v; its backward is split into BWD_I and BWD_W (action.hpp).
+enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe, ZeroBubble1P };
 std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
 bool kind_from_name(std::string_view name, ScheduleKind* out);
+// Every kind's name, comma-separated, for help texts and refusals.
+std::string kind_names();
 
 // Owners of the micro-batches beyond the first round (spec section 2):
 // "full" round-robin, "min" rank 0 inline; "auto" an explicit owner per

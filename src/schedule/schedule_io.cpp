@@ -313,12 +313,14 @@ void infer_options(Schedule& s) {
   int max_micro = -1;
   bool mpipe = false;
   bool backward = false;
+  bool split = false;  // the backward runs as I and W: a zero-bubble schedule
   for (const auto& rank : s.ranks) {
     for (const Action& a : rank) {
       max_stage = std::max(max_stage, a.stage);
       max_micro = std::max(max_micro, a.micro);
       mpipe = mpipe || is_mpipe(a.type);
-      backward = backward || a.type == ActionType::BWD;
+      backward = backward || is_backward(a.type);
+      split = split || a.type == ActionType::BWD_I || a.type == ActionType::BWD_W;
     }
   }
   if (max_stage < 0) throw std::invalid_argument("cannot infer the layout: the schedule has no actions");
@@ -342,6 +344,8 @@ void infer_options(Schedule& s) {
   if (mpipe) {
     s.options.kind = ScheduleKind::MPipe;
     s.options.mpipe = infer_mpipe(s);
+  } else if (split) {
+    s.options.kind = ScheduleKind::ZeroBubble1P;
   } else if (vpp > 1) {
     s.options.kind = ScheduleKind::Interleaved;
   } else if (pp == 1) {

@@ -17,7 +17,7 @@ namespace hp::schedule {
 
 StageCost CostModel::stage(int s) const {
   auto it = per_stage.find(s);
-  return it != per_stage.end() ? it->second : StageCost{f, b};
+  return it != per_stage.end() ? it->second : StageCost{f, b, i, w};
 }
 
 double all_reduce_time(double bytes, int ranks, double latency, double bw) {
@@ -40,6 +40,13 @@ double CostModel::backward_time(int s) const {
   const StageCost c = stage(s);
   return c.b + tp_time(c.tp_b);
 }
+
+double CostModel::input_backward_time(int s) const {
+  const StageCost c = stage(s);
+  return c.input_backward() + tp_time(c.tp_b);
+}
+
+double CostModel::weight_backward_time(int s) const { return stage(s).weight_backward(); }
 
 namespace {
 
@@ -80,6 +87,7 @@ class Simulator {
     while (!work_.empty()) {
       const int r = work_.back();
       work_.pop_back();
+      ++report_.operations;
       advance(r);
     }
     for (int r = 0; r < pp_; ++r)
@@ -92,7 +100,8 @@ class Simulator {
   struct RankState {
     int pc = 0;
     double t = 0.0;
-    int active = 0;              // forwards whose backward has not run
+    int active = 0;              // forwards whose backward (B or W) has not run
+    int awaiting_weight = 0;     // of those, the ones whose I has run
     int posted_end = 0;  // the sends and collectives before this position are posted
     int collectives_joined = 0;  // collectives its posted batches joined
     int collectives_done = 0;    // collectives it has run
@@ -220,6 +229,8 @@ class Simulator {
     switch (a.type) {
       case ActionType::FWD: return c_.forward_time(a.stage) + (pre_inline ? c_.pre_f : 0.0);
       case ActionType::BWD: return c_.backward_time(a.stage) + (pre_inline ? c_.pre_b : 0.0);
+      case ActionType::BWD_I: return c_.input_backward_time(a.stage) + (pre_inline ? c_.pre_b : 0.0);
+      case ActionType::BWD_W: return c_.weight_backward_time(a.stage);
       case ActionType::MPIPE_TRANSPOSE_FWD: return c_.pre_f;
       case ActionType::MPIPE_TRANSPOSE_BWD: {
         const bool remote = a.micro >= 0 && a.micro < static_cast<int>(received_.size()) && received_[a.micro];
@@ -267,6 +278,7 @@ class Simulator {
     const auto& acts = s_.ranks[r];
     const int n = static_cast<int>(acts.size());
     while (st.pc < n) {
+      ++report_.operations;
       const Action& a = acts[st.pc];
       const bool comm = is_comm(a.type);
       // A run of consecutive comms is posted as one batch (as the runtime and
@@ -308,8 +320,12 @@ class Simulator {
         ++st.pc;
       } else {
         if (a.type == ActionType::FWD) ++st.active;
-        if (a.type == ActionType::BWD) --st.active;
-        report_.ranks[r].peak_activations = std::max(report_.ranks[r].peak_activations, st.active);
+        if (a.type == ActionType::BWD || a.type == ActionType::BWD_W) --st.active;
+        if (a.type == ActionType::BWD_I) ++st.awaiting_weight;
+        if (a.type == ActionType::BWD_W) --st.awaiting_weight;
+        RankReport& rr = report_.ranks[r];
+        rr.peak_activations = std::max(rr.peak_activations, st.active);
+        rr.peak_awaiting_weight = std::max(rr.peak_awaiting_weight, st.awaiting_weight);
         // Forward-only keeps no activation for a backward: one output at a time.
         if (s_.options.forward_only && a.type == ActionType::FWD) --st.active;
         record(r, a, st.t, st.t + duration(a));
@@ -336,8 +352,9 @@ class Simulator {
   // compute is done. Returns when the last bucket is averaged.
   double grad_sync_end(const RankReport& rr) const {
     std::map<int, const TimedAction*> last_b;
+    // A split backward's weights are final after its W.
     for (const TimedAction& t : rr.timeline)
-      if (t.action.type == ActionType::BWD) last_b[t.action.stage] = &t;
+      if (t.action.type == ActionType::BWD || t.action.type == ActionType::BWD_W) last_b[t.action.stage] = &t;
     std::vector<const TimedAction*> phases;
     for (const auto& [stage, t] : last_b) phases.push_back(t);
     std::sort(phases.begin(), phases.end(), [](const TimedAction* x, const TimedAction* y) { return x->end < y->end; });
@@ -396,6 +413,8 @@ void CostModel::validate() const {
   };
   check("f", f, false);
   check("b", b, false);
+  check("i", i, true);
+  check("w", w, true);
   check("pre_f", pre_f, false);
   check("pre_b", pre_b, false);
   check("recompute", recompute, true);
@@ -419,6 +438,8 @@ void CostModel::validate() const {
     const std::string name = "per_stage[" + std::to_string(stage) + "].";
     check(name + "f", c.f, false);
     check(name + "b", c.b, false);
+    check(name + "i", c.i, true);
+    check(name + "w", c.w, true);
     check(name + "grad_bytes", c.grad_bytes, false);
     for (const auto& [part, coll] : {std::pair{"tp_f", c.tp_f}, std::pair{"tp_b", c.tp_b}}) {
       check(name + part + ".bytes", coll.bytes, false);

@@ -8,6 +8,7 @@
 // Deterministic; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <vector>
 
@@ -27,9 +28,15 @@ struct Collectives {
 };
 
 struct StageCost {
-  StageCost(double forward = 1.0, double backward = 2.0) : f(forward), b(backward) {}
+  StageCost(double forward = 1.0, double backward = 2.0, double input = -1.0, double weight = -1.0)
+      : f(forward), b(backward), i(input), w(weight) {}
   double f = 1.0;  // compute, without the tp all-reduces
   double b = 2.0;
+  // The split backward (BWD_I, BWD_W); < 0: half of b each.
+  double i = -1.0;
+  double w = -1.0;
+  double input_backward() const { return i >= 0 ? i : b / 2; }
+  double weight_backward() const { return w >= 0 ? w : b / 2; }
   Collectives tp_f, tp_b;   // over the tp group, inside one forward / backward
   double grad_bytes = 0.0;  // this rank's share of the stage's gradients (averaged over dp)
 };
@@ -39,6 +46,10 @@ struct StageCost {
 struct CostModel {
   double f = 1.0;  // forward of one stage (chunk) for one micro-batch
   double b = 2.0;  // backward of one stage for one micro-batch
+  // Its input and weight parts when a schedule splits it (BWD_I, BWD_W);
+  // < 0: half of b each.
+  double i = -1.0;
+  double w = -1.0;
   std::map<int, StageCost> per_stage;  // overrides by global stage index
   // Preprocess (MPipe's first T layers). In non-MPipe schedules its forward and
   // backward are part of F(0, m) and B(0, m).
@@ -68,9 +79,13 @@ struct CostModel {
   StageCost stage(int s) const;
   // The time of the tp all-reduces `c` (one forward's or backward's of a stage).
   double tp_time(const Collectives& c) const;
-  // Stage s's forward and backward, each with its tp all-reduces.
+  // Stage s's forward and backward, each with its tp all-reduces. The
+  // backward's all-reduces carry its input's gradient, so its input part
+  // (BWD_I) runs them and its weight part (BWD_W) none.
   double forward_time(int s) const;
   double backward_time(int s) const;
+  double input_backward_time(int s) const;
+  double weight_backward_time(int s) const;
   // Every cost finite and >= 0 (recompute: any finite value; < 0 means pre_f;
   // tp, dp >= 1; bucket_bytes > 0). Throws std::invalid_argument naming the
   // field (costs.f, costs.p2p_bw, ...).
@@ -86,7 +101,10 @@ struct TimedAction {
 struct RankReport {
   double busy = 0.0;   // time spent computing (F, B, preprocess, collectives' transfer)
   double idle = 0.0;   // step_time - busy
-  int peak_activations = 0;  // max forwards whose backward has not run yet (forward-only: 1)
+  int peak_activations = 0;  // max forwards whose backward (B, or W) has not run yet (forward-only: 1)
+  // Of those, the most at once whose input backward (I) has run: what a
+  // split backward holds for its W (the weight products' inputs).
+  int peak_awaiting_weight = 0;
   double compute_end = 0.0;    // when its last action ends
   double grad_sync_end = 0.0;  // when its last gradient bucket is averaged (0 without dp)
   std::vector<TimedAction> timeline;
@@ -96,6 +114,12 @@ struct SimulationReport {
   double step_time = 0.0;  // the latest compute_end or grad_sync_end
   double bubble_fraction = 0.0;  // sum(idle) / (pp * step_time)
   std::vector<RankReport> ranks;
+  // The simulator's own work: each time it resumes a rank, plus each step a
+  // rank takes (one per action, and one where it parks to wait). At most
+  // 3 x actions + 2 x ranks: a rank resumes again only for a message or a
+  // collective it waits for. An operation count for complexity tests, which
+  // load cannot skew; bench_schedule measures the speed.
+  std::int64_t operations = 0;
 };
 
 // Throws std::invalid_argument when the schedule cannot run (call validate first

@@ -37,7 +37,7 @@ class ActionIndex {
   int find(ActionType t, int stage, int micro) const { return first_[index(t, stage, micro)]; }
 
  private:
-  static constexpr int kBodyTypes = 6;   // FWD .. RECV_B
+  static constexpr int kBodyTypes = 8;   // FWD .. RECV_B
   static constexpr int kMPipeTypes = 8;  // MPIPE_TRANSPOSE_FWD .. MPIPE_GRAD_RECV_WITH_BACKWARD
   size_t index(ActionType t, int stage, int micro) const {
     const int ti = static_cast<int>(t);
@@ -215,13 +215,34 @@ class Validator {
     for (int st = 0; st < S; ++st)
       for (int m = 0; m < o_.micro_batches; ++m) {
         if (index_.find(ActionType::FWD, st, m) < 0) add(rank_of_stage(st), -1, cell(st, m) + " has no forward");
-        const int b = index_.find(ActionType::BWD, st, m);
-        if (b < 0 && !o_.forward_only) add(rank_of_stage(st), -1, cell(st, m) + " has no backward");
-        if (b >= 0 && o_.forward_only) {
+        // Either the whole backward, or its input part and its weight part.
+        const int b = index_.find(ActionType::BWD, st, m), i = index_.find(ActionType::BWD_I, st, m),
+                  w = index_.find(ActionType::BWD_W, st, m);
+        if (o_.forward_only) {
+          for (int gi : {b, i, w})
+            if (gi >= 0) {
+              const Loc l = loc(gi);
+              add_at(l.rank, l.pos, "a backward in a forward-only schedule");
+            }
+          continue;
+        }
+        if (b >= 0 && (i >= 0 || w >= 0)) {
           const Loc l = loc(b);
-          add_at(l.rank, l.pos, "a backward in a forward-only schedule");
+          add_at(l.rank, l.pos, "the backward also runs split (I and W): run it whole or split, once");
+        } else if (b < 0 && i < 0 && w < 0) {
+          add(rank_of_stage(st), -1, cell(st, m) + " has no backward");
+        } else if (b < 0 && (i < 0) != (w < 0)) {
+          add(rank_of_stage(st), -1, cell(st, m) + (i < 0 ? " has a weight backward (W) but no input backward (I)"
+                                                          : " has an input backward (I) but no weight backward (W)"));
         }
       }
+  }
+
+  // The backward of (stage, micro) that produces its input's gradient: BWD,
+  // or BWD_I when the schedule splits it (BWD when it has neither, for the report).
+  Action input_backward(int stage, int micro) const {
+    const bool split = index_.find(ActionType::BWD_I, stage, micro) >= 0;
+    return {split ? ActionType::BWD_I : ActionType::BWD, stage, micro};
   }
 
   // The rank that runs micro m's preprocess forward, or -1 when it has none.
@@ -298,22 +319,24 @@ class Validator {
             }
             break;
           case ActionType::BWD:
+          case ActionType::BWD_I:
             need_before(r, p, {ActionType::FWD, st, m});
             if (st < last) {
               const int next = rank_of_stage(st + 1);
-              need_before(r, p, next != r ? Action{ActionType::RECV_B, st, m, next} : Action{ActionType::BWD, st + 1, m});
+              need_before(r, p, next != r ? Action{ActionType::RECV_B, st, m, next} : input_backward(st + 1, m));
             }
             break;
+          case ActionType::BWD_W: need_before(r, p, {ActionType::BWD_I, st, m}); break;
           case ActionType::SEND_F: need_before(r, p, {ActionType::FWD, st, m}); break;
-          case ActionType::SEND_B: need_before(r, p, {ActionType::BWD, st, m}); break;
+          case ActionType::SEND_B: need_before(r, p, input_backward(st, m)); break;
           case ActionType::MPIPE_FWD_SEND:
           case ActionType::MPIPE_GRAPH_SEND:
           case ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD:
             need_before(r, p, {ActionType::MPIPE_TRANSPOSE_FWD, 0, m});
             break;
-          case ActionType::MPIPE_GRAD_SEND: need_before(r, p, {ActionType::BWD, 0, m}); break;
+          case ActionType::MPIPE_GRAD_SEND: need_before(r, p, input_backward(0, m)); break;
           case ActionType::MPIPE_TRANSPOSE_BWD:
-            need_before(r, p, {ActionType::BWD, 0, m});
+            need_before(r, p, input_backward(0, m));
             // A micro transposed elsewhere is recomputed from its shipped input.
             if (const auto recv = find(ActionType::MPIPE_FWD_RECV, 0, m))
               need_before(r, p, {ActionType::MPIPE_GRAPH_RECV, 0, m, act(recv->rank, recv->pos).peer});

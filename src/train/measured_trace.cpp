@@ -55,7 +55,7 @@ schedule::SimulationReport measured_report(const std::vector<std::vector<TraceEv
   double end = 0;
   for (const auto& events : ranks) {
     schedule::RankReport rr;
-    int active = 0;
+    int active = 0, awaiting_weight = 0;
     for (const TraceEvent& e : events) {
       if (e.category == "wait") continue;
       // An action that waited for its input starts computing when the data is there.
@@ -63,8 +63,13 @@ schedule::SimulationReport measured_report(const std::vector<std::vector<TraceEv
       rr.timeline.push_back({e.action, s, f});
       end = std::max(end, f);
       if (e.category == "compute") rr.busy += f - s;
-      if (e.action.type == schedule::ActionType::FWD) rr.peak_activations = std::max(rr.peak_activations, ++active);
-      if (e.action.type == schedule::ActionType::BWD) --active;
+      // As the simulator counts them: a split backward frees at its W.
+      const auto t = e.action.type;
+      if (t == schedule::ActionType::FWD) rr.peak_activations = std::max(rr.peak_activations, ++active);
+      if (t == schedule::ActionType::BWD || t == schedule::ActionType::BWD_W) --active;
+      if (t == schedule::ActionType::BWD_I)
+        rr.peak_awaiting_weight = std::max(rr.peak_awaiting_weight, ++awaiting_weight);
+      if (t == schedule::ActionType::BWD_W) --awaiting_weight;
     }
     r.ranks.push_back(std::move(rr));
   }
@@ -93,8 +98,12 @@ schedule::CostModel measured_costs(const std::vector<std::vector<TraceEvent>>& r
   };
   int stages = 0;
   for (const auto& [key, v] : sum) stages = std::max(stages, key.first + 1);
-  for (int s = 0; s < stages; ++s)
-    c.per_stage[s] = {mean(s, schedule::ActionType::FWD, 0), mean(s, schedule::ActionType::BWD, 0)};
+  // A split backward's B is its I and W together (-1: no split measured).
+  for (int s = 0; s < stages; ++s) {
+    const double i = mean(s, schedule::ActionType::BWD_I, -1), w = mean(s, schedule::ActionType::BWD_W, -1);
+    const double b = i >= 0 && w >= 0 ? i + w : mean(s, schedule::ActionType::BWD, 0);
+    c.per_stage[s] = {mean(s, schedule::ActionType::FWD, 0), b, i, w};
+  }
   c.pre_f = mean(0, schedule::ActionType::MPIPE_TRANSPOSE_FWD, 0);
   c.pre_b = mean(0, schedule::ActionType::MPIPE_TRANSPOSE_BWD, 0);
   c.recompute = 0;  // the measured TRANSPOSE_BWD already holds its recompute

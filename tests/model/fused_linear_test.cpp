@@ -9,12 +9,14 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "model/fused_linear.hpp"
+#include "runtime/weight_grad_store.hpp"
 
 namespace hp::model {
 namespace {
 
 struct Grads {
   at::Tensor out, x, weight, bias;
+  at::Tensor param;  // the weight itself, whose .grad a deferred product sets later
 };
 
 // One backward of sum(y * r) through `linear` from fresh leaves; `prior`, when
@@ -30,7 +32,7 @@ Grads run(Linear linear, bool with_bias, const at::Tensor& prior, bool weight_re
   if (prior.defined()) w.mutable_grad() = prior.clone();
   const at::Tensor y = linear(x, w, b);
   torch::autograd::backward({(y * r).sum()});
-  return {y.detach(), x.grad(), w.grad(), with_bias ? b.grad() : at::Tensor()};
+  return {y.detach(), x.grad(), w.grad(), with_bias ? b.grad() : at::Tensor(), w};
 }
 
 const auto plain = [](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) { return at::linear(x, w, b); };
@@ -82,6 +84,34 @@ TEST(FusedLinearTest, AddsInTheProductNotThroughAutograd) {
     if (with_buffer) {
       EXPECT_TRUE(w.grad().is_same(buffer)) << "the optimizer's buffer must stay the weight's .grad";
     }
+  }
+}
+
+// A zero-bubble schedule's input backward (runtime/weight_grad_store.hpp):
+// inside the scope x's and the bias's gradients come at once, the weight's
+// product waits in the list, and running it gives at::linear's gradient,
+// added into a buffer as in place or set where there is none.
+TEST(FusedLinearTest, InsideADeferralScopeTheWeightProductWaitsForTheWeightBackward) {
+  for (bool buffer : {false, true}) {
+    const at::Tensor prior = buffer ? at::full({6, 4}, 0.5, at::kDouble) : at::Tensor();
+    const Grads want = run(plain, true, prior);
+    runtime::WeightGradWork work;
+    Grads got;
+    {
+      const runtime::DeferWeightGrads scope(&work);
+      got = run(fused, true, prior);
+    }
+    ASSERT_EQ(work.size(), 1u) << "one weight product deferred";
+    expect_equal(got.x, want.x, "x's gradient");
+    expect_equal(got.bias, want.bias, "the bias's gradient");
+    if (buffer) {
+      EXPECT_TRUE(at::equal(got.weight, prior)) << "the input backward added to the weight's buffer";
+    } else {
+      EXPECT_FALSE(got.weight.defined()) << "the input backward made the weight's gradient";
+    }
+    for (auto& product : work) product();  // the weight backward
+    expect_equal(got.param.grad(), want.weight, "the weight's gradient after the weight backward");
+    if (buffer) EXPECT_TRUE(got.param.grad().is_same(got.weight)) << "the optimizer's buffer must stay the weight's .grad";
   }
 }
 

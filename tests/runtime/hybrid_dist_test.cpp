@@ -45,7 +45,9 @@ INSTANTIATE_TEST_SUITE_P(
         // (heads), MLPs and MoE experts (inner width), the embedding and the
         // heads of the model and of MTP (vocabulary) split over 2 ranks.
         Job{"1f1b", 2, 1, 2, {"M*E|-M*/*-:1:0:3", "M*E|-M/E:0:1:4"}},
-        Job{"no-pipelining", 1, 1, 2, {"ME*-/*-:1:0:2"}}),
+        Job{"no-pipelining", 1, 1, 2, {"ME*-/*-:1:0:2"}},
+        // The split backward (ZB1P) over the empty-segment, MTP recipe.
+        Job{"zb1p", 2, 2, 1, {"M*||E-|M/-*:1:1:3", "M*|E|-|M:1:0:4"}}),
     [](const auto& info) {
       return info.param.schedule.substr(0, info.param.schedule.find('-')) + "_pp" + std::to_string(info.param.pp) +
              "_v" + std::to_string(info.param.vpp) + "_tp" + std::to_string(info.param.tp);

@@ -53,7 +53,10 @@ INSTANTIATE_TEST_SUITE_P(
     Schedules, Equivalence,
     ::testing::Values(Job{"gpipe", 2, 1, kCases}, Job{"1f1b", 2, 1, kCases}, Job{"1f1b", 4, 1, kCases},
                       Job{"interleaved", 2, 1, kCases}, Job{"interleaved", 2, 2, kCases},
-                      Job{"interleaved", 4, 2, kCases}, Job{"gpipe", 4, 1, {"3 1 1 0 0 0", "8 0 0 1 1 0"}}),
+                      Job{"interleaved", 4, 2, kCases}, Job{"gpipe", 4, 1, {"3 1 1 0 0 0", "8 0 0 1 1 0"}},
+                      // The split backward (I then W) of ZB1P, at v 1 (ZB-H1) and 2.
+                      Job{"zb1p", 2, 1, kCases}, Job{"zb1p", 2, 2, kCases}, Job{"zb1p", 4, 1, kCases},
+                      Job{"zb1p", 4, 2, kCases}),
     [](const auto& info) {
       return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_vpp" + std::to_string(info.param.vpp);
     });

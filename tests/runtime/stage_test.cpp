@@ -96,6 +96,42 @@ TEST(Stage, WithoutInputGradientTheInputStaysData) {
   EXPECT_TRUE(lin.w.grad().allclose(sum_loss_weight_grad(lin), 1e-10, 0)) << lin.w.grad();
 }
 
+// The split backward: backward_input runs the backward inside a deferral
+// scope (what a layer hands defer_weight_grad waits) and gives the input's
+// gradient at once; backward_weight runs what waited, once.
+TEST(Stage, ASplitBackwardGivesTheInputGradientFirstAndTheWeightsAtW) {
+  Linear lin;
+  // The product y = x W written as a layer that defers W's gradient, x W's
+  // own being the input's: autograd sees W through a detached copy.
+  const at::Tensor w = lin.w;
+  Stage st(1, /*last=*/false, [w](const at::Tensor& x, const MicroBatch&) {
+    const at::Tensor y = at::tanh(at::matmul(x, w.detach()));
+    // The weight's gradient of the product, from the gradient reaching y.
+    y.register_hook([x, w, y](const at::Tensor& g) {
+      const at::Tensor gy = g * (1 - y.detach() * y.detach());
+      auto product = [x = x.detach(), w, gy] { w.mutable_grad() = at::matmul(x.t(), gy); };
+      if (!defer_weight_grad(product)) product();
+    });
+    return y;
+  });
+  const at::Tensor out = st.forward(0, MicroBatch{}, input());
+  const at::Tensor g = at::ones_like(out);
+  st.backward_input(0, g);
+  const at::Tensor dx = st.take_input_grad(0);
+  EXPECT_TRUE(dx.allclose(at::matmul(1 - out.detach() * out.detach(), w.detach().t()), 1e-10, 0)) << dx;
+  EXPECT_FALSE(lin.w.grad().defined()) << "the weight's gradient came before its W";
+  EXPECT_THROW(st.output(0), std::logic_error);  // the graph went with the input backward
+  st.backward_weight(0);
+  ASSERT_TRUE(lin.w.grad().defined());
+  EXPECT_TRUE(lin.w.grad().allclose(sum_loss_weight_grad(lin), 1e-10, 0)) << lin.w.grad();
+  EXPECT_THROW(st.backward_weight(0), std::logic_error);  // once
+  // Outside a split backward the same layer computes the weight's gradient at once.
+  lin.w.mutable_grad() = at::Tensor();
+  st.forward(1, MicroBatch{}, input());
+  st.backward(1, g);
+  EXPECT_TRUE(lin.w.grad().allclose(sum_loss_weight_grad(lin), 1e-10, 0)) << lin.w.grad();
+}
+
 TEST(Stage, TheForwardSeesTheMicroBatchAndResetForgetsTheStep) {
   Stage st(0, false, [](const at::Tensor& x, const MicroBatch& m) { return x * m.extra; });
   MicroBatch m;
