@@ -169,16 +169,20 @@ Pass timed_pass(comm::ProcessGroup* tp, const std::function<void()>& run) {
 
 // Forward then backward of what `forward` returns (seeded with ones unless it
 // is a loss; none for a frozen preprocess).
+// The backward of `root` (a loss, or an output seeded with ones); nothing
+// when it has no graph.
+void backward_from(const at::Tensor& root) {
+  if (!root.requires_grad()) return;
+  if (root.dim() == 0)
+    torch::autograd::backward({root});
+  else
+    torch::autograd::backward({root}, {at::ones_like(root)});
+}
+
 std::pair<Pass, Pass> time_forward_backward(const std::function<at::Tensor()>& forward, comm::ProcessGroup* tp) {
   at::Tensor root;
   const Pass f = timed_pass(tp, [&] { root = forward(); });
-  const Pass b = timed_pass(tp, [&] {
-    if (!root.requires_grad()) return;
-    if (root.dim() == 0)
-      torch::autograd::backward({root});
-    else
-      torch::autograd::backward({root}, {at::ones_like(root)});
-  });
+  const Pass b = timed_pass(tp, [&] { backward_from(root); });
   return {f, b};
 }
 
@@ -188,12 +192,8 @@ std::pair<Pass, Pass> time_split_backward(const std::function<at::Tensor()>& for
   const at::Tensor root = forward();
   runtime::WeightGradWork work;
   const Pass i = timed_pass(tp, [&] {
-    if (!root.requires_grad()) return;
     const runtime::DeferWeightGrads scope(&work);
-    if (root.dim() == 0)
-      torch::autograd::backward({root});
-    else
-      torch::autograd::backward({root}, {at::ones_like(root)});
+    backward_from(root);
   });
   const Pass w = timed_pass(tp, [&] {
     for (auto& product : work) product();
@@ -206,7 +206,7 @@ std::pair<Pass, Pass> time_split_backward(const std::function<at::Tensor()>& for
 // backward compute in ms (the tp all-reduces inside taken out: the simulator
 // prices those itself), those all-reduces' calls and bytes, and the stage's
 // gradient bytes on this rank, the split backward's input and weight parts
-// (BWD_I, BWD_W); after the stages, MPipe's preprocess forward, backward and
+// (BWD_I, BWD_W; timed only for a zero-bubble layout); after the stages, MPipe's preprocess forward, backward and
 // gradient bytes (filled by the rank of stage 0).
 constexpr int kStageFields = 9;
 constexpr int kPreFields = 3;
@@ -224,7 +224,7 @@ double grad_bytes(const runtime::NamedTensors& params) {
 // action of the simulated step. Under MPipe stage 0 starts from the
 // preprocess output. Collective over `tp` (its ranks hold the same stages).
 std::vector<double> calibrate(const runtime::RankModel& model, const runtime::MicroBatch& micro, int stages, int reps,
-                              comm::ProcessGroup* tp) {
+                              comm::ProcessGroup* tp, bool split) {
   std::vector<double> row(kStageFields * stages + kPreFields, 0.0);
   double* pre = &row[kStageFields * stages];
   const bool has_stage0 = std::any_of(model.stages.begin(), model.stages.end(), [](const auto& st) { return st.index == 0; });
@@ -249,28 +249,23 @@ std::vector<double> calibrate(const runtime::RankModel& model, const runtime::Mi
       input = at::randn(spec.shape, at::TensorOptions().dtype(spec.dtype)).requires_grad_(true);
     }
     double* out = &row[kStageFields * st.index];
+    const auto forward = [&] {
+      at::Tensor y = st.forward(input, micro);
+      return last ? model.loss(y, micro.target) : y;
+    };
     std::vector<double> fs, bs;
     for (int r = 0; r < reps + 1; ++r) {
-      const auto [f, b] = time_forward_backward(
-          [&] {
-            at::Tensor y = st.forward(input, micro);
-            return last ? model.loss(y, micro.target) : y;
-          },
-          tp);
+      const auto [f, b] = time_forward_backward(forward, tp);
       if (r == 0) continue;  // the first run warms caches and allocators
       fs.push_back(f.ms - f.tp_ms), bs.push_back(b.ms - b.tp_ms);
       out[2] = f.tp.calls, out[3] = f.tp.bytes, out[4] = b.tp.calls, out[5] = b.tp.bytes;
     }
     out[0] = median(fs), out[1] = median(bs);
     out[6] = grad_bytes(st.parameters);
+    if (!split) continue;
     std::vector<double> is, ws;
     for (int r = 0; r < reps + 1; ++r) {
-      const auto [i, w] = time_split_backward(
-          [&] {
-            at::Tensor y = st.forward(input, micro);
-            return last ? model.loss(y, micro.target) : y;
-          },
-          tp);
+      const auto [i, w] = time_split_backward(forward, tp);
       if (r > 0) is.push_back(i.ms - i.tp_ms), ws.push_back(w.ms);
     }
     out[7] = median(is), out[8] = median(ws);
@@ -528,7 +523,8 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   std::vector<double> peaks;
   for (const auto& row : comm::all_gather_rows(group, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
   const int stages = layout.num_stages();
-  at::Tensor t = at::tensor(calibrate(model, micros[0], stages, 5, at.tp), at::kDouble);
+  const bool split = layout.kind == schedule::ScheduleKind::ZeroBubble1P;
+  at::Tensor t = at::tensor(calibrate(model, micros[0], stages, 5, at.tp, split), at::kDouble);
   p.zero_grad();
   if (group) group->all_reduce(t);
   const auto row = t.accessor<double, 1>();
@@ -536,7 +532,8 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   for (int s = 0; s < stages; ++s) {
     schedule::StageCost& c = cm.per_stage[s];
     const int i = kStageFields * s;
-    c = schedule::StageCost{row[i], row[i + 1], row[i + 7], row[i + 8]};
+    c = schedule::StageCost{row[i], row[i + 1]};
+    if (split) c.i = row[i + 7], c.w = row[i + 8];
     c.tp_f = {static_cast<int>(row[i + 2]), row[i + 3]};
     c.tp_b = {static_cast<int>(row[i + 4]), row[i + 5]};
     c.grad_bytes = row[i + 6];
@@ -610,7 +607,8 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
           {"theory_bubble_over_ideal", theory},
           {"peak_bytes", peaks},
           // Stage 0's calibrated backward, whole and split as a zero-bubble schedule runs it.
-          {"stage0_backward_ms", {{"b", cm.stage(0).b}, {"i", cm.stage(0).i}, {"w", cm.stage(0).w}}},
+          {"stage0_backward_ms", split ? nlohmann::json{{"b", cm.stage(0).b}, {"i", cm.stage(0).i}, {"w", cm.stage(0).w}}
+                                       : nlohmann::json(nullptr)},
           {"transpose_layers", layout.transposed_layers()},
           {"preprocess_ms", {cm.pre_f, cm.pre_b}},
           // MPipe: rank 0's parameter broadcast and preprocess backward per step, measured and simulated.
@@ -711,7 +709,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
               << (measured == simulated ? " (the simulator picks the measured winner)" : " (they differ)") << "\n";
   }
   for (const auto& r : results)
-    if (r["schedule"] == "zb1p") {
+    if (!r["stage0_backward_ms"].is_null()) {
       // Whether the split recomputes anything: I + W against the whole backward.
       const auto& c = r["stage0_backward_ms"];
       const double b = c["b"], i = c["i"], w = c["w"];

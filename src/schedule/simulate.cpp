@@ -41,6 +41,13 @@ double CostModel::backward_time(int s) const {
   return c.b + tp_time(c.tp_b);
 }
 
+void ActivationCount::count(ActionType t, RankReport& rr) {
+  if (t == ActionType::FWD) rr.peak_activations = std::max(rr.peak_activations, ++active);
+  if (t == ActionType::BWD || t == ActionType::BWD_W) --active;
+  if (t == ActionType::BWD_I) rr.peak_awaiting_weight = std::max(rr.peak_awaiting_weight, ++awaiting_weight);
+  if (t == ActionType::BWD_W) --awaiting_weight;
+}
+
 double CostModel::input_backward_time(int s) const {
   const StageCost c = stage(s);
   return c.input_backward() + tp_time(c.tp_b);
@@ -100,8 +107,7 @@ class Simulator {
   struct RankState {
     int pc = 0;
     double t = 0.0;
-    int active = 0;              // forwards whose backward (B or W) has not run
-    int awaiting_weight = 0;     // of those, the ones whose I has run
+    ActivationCount held;
     int posted_end = 0;  // the sends and collectives before this position are posted
     int collectives_joined = 0;  // collectives its posted batches joined
     int collectives_done = 0;    // collectives it has run
@@ -319,15 +325,9 @@ class Simulator {
         ++st.collectives_done;
         ++st.pc;
       } else {
-        if (a.type == ActionType::FWD) ++st.active;
-        if (a.type == ActionType::BWD || a.type == ActionType::BWD_W) --st.active;
-        if (a.type == ActionType::BWD_I) ++st.awaiting_weight;
-        if (a.type == ActionType::BWD_W) --st.awaiting_weight;
-        RankReport& rr = report_.ranks[r];
-        rr.peak_activations = std::max(rr.peak_activations, st.active);
-        rr.peak_awaiting_weight = std::max(rr.peak_awaiting_weight, st.awaiting_weight);
+        st.held.count(a.type, report_.ranks[r]);
         // Forward-only keeps no activation for a backward: one output at a time.
-        if (s_.options.forward_only && a.type == ActionType::FWD) --st.active;
+        if (s_.options.forward_only && a.type == ActionType::FWD) --st.held.active;
         record(r, a, st.t, st.t + duration(a));
       }
     }

@@ -110,6 +110,16 @@ struct RankReport {
   std::vector<TimedAction> timeline;
 };
 
+// The activations a rank holds as its computes run, counted alike by the
+// simulator and by a measured trace (train/measured_trace): a forward adds
+// one, its backward (B, or a split backward's W) frees it, and between its I
+// and its W it also awaits its weights. count() raises rr's peaks.
+struct ActivationCount {
+  int active = 0;
+  int awaiting_weight = 0;
+  void count(ActionType t, RankReport& rr);
+};
+
 struct SimulationReport {
   double step_time = 0.0;  // the latest compute_end or grad_sync_end
   double bubble_fraction = 0.0;  // sum(idle) / (pp * step_time)

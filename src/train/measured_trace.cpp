@@ -55,7 +55,7 @@ schedule::SimulationReport measured_report(const std::vector<std::vector<TraceEv
   double end = 0;
   for (const auto& events : ranks) {
     schedule::RankReport rr;
-    int active = 0, awaiting_weight = 0;
+    schedule::ActivationCount held;
     for (const TraceEvent& e : events) {
       if (e.category == "wait") continue;
       // An action that waited for its input starts computing when the data is there.
@@ -63,13 +63,7 @@ schedule::SimulationReport measured_report(const std::vector<std::vector<TraceEv
       rr.timeline.push_back({e.action, s, f});
       end = std::max(end, f);
       if (e.category == "compute") rr.busy += f - s;
-      // As the simulator counts them: a split backward frees at its W.
-      const auto t = e.action.type;
-      if (t == schedule::ActionType::FWD) rr.peak_activations = std::max(rr.peak_activations, ++active);
-      if (t == schedule::ActionType::BWD || t == schedule::ActionType::BWD_W) --active;
-      if (t == schedule::ActionType::BWD_I)
-        rr.peak_awaiting_weight = std::max(rr.peak_awaiting_weight, ++awaiting_weight);
-      if (t == schedule::ActionType::BWD_W) --awaiting_weight;
+      held.count(e.action.type, rr);
     }
     r.ranks.push_back(std::move(rr));
   }

@@ -146,7 +146,9 @@ TEST(ZeroBubble1P, EveryLayoutValidatesSimulatesAndRoundTrips) {
       EXPECT_GT(simulate(s, CostModel{}).step_time, 0) << where;
       const Schedule back = from_csv(to_csv(s));
       EXPECT_EQ(back.ranks, s.ranks) << where;
-      if (!forward_only) EXPECT_EQ(back.options.kind, ScheduleKind::ZeroBubble1P) << where;
+      if (!forward_only) {
+        EXPECT_EQ(back.options.kind, ScheduleKind::ZeroBubble1P) << where;
+      }
     }
   }
 }
