@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+TARGET=all scripts/build.sh
 cd build
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

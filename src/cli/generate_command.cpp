@@ -92,7 +92,7 @@ std::vector<std::string> prompt_texts(const GenerateArgs& a) {
   return out;
 }
 
-struct Job {
+struct GenerateJob {
   model::TransformerConfig config;
   std::optional<model::VLStagesOptions> vl;  // a VL checkpoint: captions of images
   std::optional<model::HybridConfig> hybrid;  // a Hybrid checkpoint
@@ -104,7 +104,7 @@ struct Job {
 };
 
 // VL: each --image is a held-out sample's index or a PPM file; its prompt is <bos>.
-void resolve_images(const GenerateArgs& a, Job& job) {
+void resolve_images(const GenerateArgs& a, GenerateJob& job) {
   if (!a.prompt.empty() || !a.prompts_file.empty())
     throw std::invalid_argument("--load " + a.load + " holds a VL model, which captions images: give --image N "
                                 "(a held-out synthetic image) or --image FILE.ppm, not --prompt/--prompts");
@@ -137,9 +137,9 @@ void resolve_images(const GenerateArgs& a, Job& job) {
 
 // Everything checked before any rank starts: the checkpoint's model, the
 // layout, the prompts against the model.
-Job resolve(const GenerateArgs& a, int world) {
+GenerateJob resolve(const GenerateArgs& a, int world) {
   if (a.load.empty()) throw std::invalid_argument("--load DIR is required: the checkpoint to decode from");
-  Job job;
+  GenerateJob job;
   const train::CheckpointInfo info = train::verify_checkpoint(a.load);
   job.options = a.options;
   job.options.kv_cache = !a.no_kv_cache;
@@ -178,7 +178,7 @@ Job resolve(const GenerateArgs& a, int world) {
 int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
   const int rank = pg ? pg->rank() : 0;
-  const Job job = resolve(a, world);
+  const GenerateJob job = resolve(a, world);
   infer::DecodeModel model;
   if (job.vl) {
     const int s = job.vl->vision.image_size;

@@ -39,7 +39,7 @@ struct TrainArgs {
   CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
 };
 
-struct Job {
+struct TrainJob {
   train::TrainOptions options;
   std::unique_ptr<train::Task> task;
 };
@@ -121,8 +121,8 @@ void choose_train_owners(const TrainArgs& a, schedule::ScheduleOptions& s) {
 }
 
 // Turns the parsed flags into the options and task of a job of `world` ranks.
-Job resolve(const TrainArgs& a, int world) {
-  Job job;
+TrainJob resolve(const TrainArgs& a, int world) {
+  TrainJob job;
   train::TrainOptions& o = job.options;
   o = a.train;
   auto& s = o.pipeline.schedule;
@@ -164,7 +164,7 @@ Job resolve(const TrainArgs& a, int world) {
 }
 
 // The job's ranks as the trainer lays them out.
-comm::MeshShape job_mesh(const Job& job) {
+comm::MeshShape job_mesh(const TrainJob& job) {
   comm::MeshShape mesh;
   mesh.tp = job.task->tensor_parallel();
   mesh.cp = job.task->context_parallel();
@@ -180,7 +180,7 @@ const FlagNames& flags_of(const TrainArgs& a) {
 
 int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
-  const Job job = resolve(a, world);
+  const TrainJob job = resolve(a, world);
   const auto& s = job.options.pipeline.schedule;
   if (!pg || pg->rank() == 0) {
     std::cout << "hyperpipe train: " << a.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
@@ -216,7 +216,7 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
 // worst first. Exits 1 past the tolerance.
 int verify_rank(TrainArgs a, double tolerance, comm::ProcessGroup* pg) {
   a.dtype = "float64";
-  const Job job = resolve(a, pg ? pg->world_size() : 1);
+  const TrainJob job = resolve(a, pg ? pg->world_size() : 1);
   const train::VerifyReport r = train::verify(job.options, *job.task, pg);
   const bool ok = r.worst() <= tolerance;
   if (!pg || pg->rank() == 0) {

@@ -21,13 +21,13 @@ namespace {
 
 [[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string shape_text(const at::Tensor& t) { return c10::str(t.sizes()); }  // "[2, 8]"
 
 }  // namespace
+
+bool name_ends_with(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 std::uint64_t fnv1a64(const std::string& text) {
   std::uint64_t h = 14695981039346656037ull;
@@ -41,18 +41,18 @@ std::uint64_t fnv1a64(const std::string& text) {
 torch::Tensor initial_parameter_value(const std::string& name, at::IntArrayRef shape,
                                       const TransformerConfig& config) {
   const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
-  if (ends_with(name, "norm.weight")) return at::ones(shape, opts);
-  if (ends_with(name, ".bias")) return at::zeros(shape, opts);
-  if (ends_with(name, "_hc.alpha_pre") || ends_with(name, "_hc.alpha_post") || ends_with(name, "_hc.alpha_res"))
+  if (name_ends_with(name, "norm.weight")) return at::ones(shape, opts);
+  if (name_ends_with(name, ".bias")) return at::zeros(shape, opts);
+  if (name_ends_with(name, "_hc.alpha_pre") || name_ends_with(name, "_hc.alpha_post") || name_ends_with(name, "_hc.alpha_res"))
     return at::full(shape, config.mhc_init_gating_factor, opts);
   auto gen = at::detail::createCPUGenerator(config.seed ^ fnv1a64(name));
-  if (ends_with(name, "_hc.mapping_proj.weight")) {
+  if (name_ends_with(name, "_hc.mapping_proj.weight")) {
     // Xavier-uniform over [out, in], as Megatron initialises mHC's projection.
     const double bound = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
     return at::empty(shape, at::TensorOptions().dtype(at::kDouble)).uniform_(-bound, bound, gen).to(opts.dtype());
   }
   double std_dev = config.init_std;
-  if (ends_with(name, "attention.proj.weight") || ends_with(name, "mlp.fc2.weight")) {
+  if (name_ends_with(name, "attention.proj.weight") || name_ends_with(name, "mlp.fc2.weight")) {
     std_dev /= std::sqrt(2.0 * config.num_layers);
   }
   auto value = at::empty(shape, at::TensorOptions().dtype(at::kDouble));

@@ -162,6 +162,10 @@ torch::Tensor initial_parameter_value(const std::string& name, at::IntArrayRef s
 // 64-bit FNV-1a hash (the per-parameter seed mix).
 std::uint64_t fnv1a64(const std::string& text);
 
+// Whether a parameter's global name ends with suffix: the initial values of
+// every model family go by the parameter's role in its name.
+bool name_ends_with(const std::string& name, const std::string& suffix);
+
 // Every chunk of a partition, indexed by global stage.
 std::vector<std::shared_ptr<GPTChunk>> build_gpt_chunks(const TransformerConfig& config,
                                                         const Partition& partition);

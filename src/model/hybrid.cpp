@@ -14,13 +14,6 @@
 #include "model/tensor_parallel.hpp"
 
 namespace hp::model {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 void HybridConfig::validate() const {
   base.validate();
@@ -211,8 +204,8 @@ torch::Tensor HybridChunk::run(const torch::Tensor& input, const torch::Tensor& 
 torch::Tensor hybrid_initial_value(const std::string& name, at::IntArrayRef shape, const TransformerConfig& config) {
   if (auto v = mamba_initial_value(name, shape, config); v.defined()) return v;
   const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
-  if (ends_with(name, "final_contraction.scale")) return at::ones(shape, opts);
-  if (ends_with(name, "final_contraction.base")) return at::zeros(shape, opts);
+  if (name_ends_with(name, "final_contraction.scale")) return at::ones(shape, opts);
+  if (name_ends_with(name, "final_contraction.base")) return at::zeros(shape, opts);
   return initial_parameter_value(name, shape, config);
 }
 

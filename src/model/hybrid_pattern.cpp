@@ -5,7 +5,7 @@
 namespace hp::model {
 namespace {
 
-[[noreturn]] void fail(const std::string& m) { throw std::invalid_argument("model.hybrid_pattern: " + m); }
+[[noreturn]] void bad_pattern(const std::string& m) { throw std::invalid_argument("model.hybrid_pattern: " + m); }
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
@@ -24,7 +24,7 @@ std::vector<LayerKind> layers_of(const std::string& part, const std::string& pat
     switch (c) {
       case 'M': case '*': case '-': case 'E': out.push_back(static_cast<LayerKind>(c)); break;
       default:
-        fail("'" + pattern + "' has the symbol '" + std::string(1, c) +
+        bad_pattern("'" + pattern + "' has the symbol '" + std::string(1, c) +
              "'; accepted: M (Mamba), * (attention), - (MLP), E (mixture of experts), | (pipeline segment), "
              "/ (multi-token prediction)");
     }
@@ -44,16 +44,16 @@ HybridPattern HybridPattern::parse(const std::string& pattern) {
   }
   for (size_t k = 1; k < parts.size(); ++k) {
     if (parts[k].find('|') != std::string::npos)
-      fail("'" + pattern + "': pipeline boundaries (|) belong to the decoder, not to the MTP part after /");
+      bad_pattern("'" + pattern + "': pipeline boundaries (|) belong to the decoder, not to the MTP part after /");
     const auto layers = layers_of(parts[k], pattern);
-    if (layers.empty()) fail("'" + pattern + "': MTP part " + std::to_string(k) + " has no layer");
+    if (layers.empty()) bad_pattern("'" + pattern + "': MTP part " + std::to_string(k) + " has no layer");
     if (k > 1 && layers != p.mtp_layers)
-      fail("'" + pattern + "': every MTP part must be the same layers; part " + std::to_string(k) + " '" +
+      bad_pattern("'" + pattern + "': every MTP part must be the same layers; part " + std::to_string(k) + " '" +
            parts[k] + "' differs from '" + parts[1] + "'");
     p.mtp_layers = layers;
     ++p.mtp_depth;
   }
-  if (p.layers.empty() && p.mtp_depth == 0) fail("'" + pattern + "' has no layer");
+  if (p.layers.empty() && p.mtp_depth == 0) bad_pattern("'" + pattern + "' has no layer");
   return p;
 }
 
@@ -63,13 +63,13 @@ std::vector<int> HybridPattern::stage_layer_counts(int pp, int vpp) const {
   if (stages == 1) return {total};
   if (segment_sizes.size() > 1) {
     if (static_cast<int>(segment_sizes.size()) != stages)
-      fail(std::to_string(segment_sizes.size()) + " pipeline segments, but schedule.pp " + std::to_string(pp) +
+      bad_pattern(std::to_string(segment_sizes.size()) + " pipeline segments, but schedule.pp " + std::to_string(pp) +
            " x schedule.vpp " + std::to_string(vpp) + " = " + std::to_string(stages) +
            " stages need one each (segment s runs on stage s = vp_stage * pp + pp_rank)");
     return segment_sizes;
   }
   if (total < stages)
-    fail(std::to_string(total) + " layers cannot fill " + std::to_string(stages) +
+    bad_pattern(std::to_string(total) + " layers cannot fill " + std::to_string(stages) +
          " stages; mark the segments with | (empty ones allowed) or add layers");
   std::vector<int> counts(stages, total / stages);
   for (int s = 0; s < total % stages; ++s) ++counts[s];

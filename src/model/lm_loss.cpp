@@ -10,19 +10,13 @@
 
 namespace hp::model {
 
-namespace {
-
-std::string shape_text(const at::Tensor& t) { return c10::str(t.sizes()); }  // "[2, 8]"
-
-}  // namespace
-
 at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels, const TensorParallel& tp) {
   if (!logits.defined() || !labels.defined()) {
     throw std::invalid_argument("lm_loss: logits and labels must be defined tensors");
   }
   if (logits.dim() != 3 || !at::isFloatingType(logits.scalar_type())) {
     throw std::invalid_argument("lm_loss: logits must be floating [batch, seq, vocab], got " +
-                                shape_text(logits));
+                                c10::str(logits.sizes()));
   }
   if (labels.scalar_type() != at::kLong || labels.dim() != 2 ||
       labels.size(0) != logits.size(0) || labels.size(1) != logits.size(1)) {
@@ -30,7 +24,7 @@ at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels, const Ten
                                 std::to_string(logits.size(0)) + ", " +
                                 std::to_string(logits.size(1)) + "] to match the logits, got " +
                                 std::string(c10::toString(labels.scalar_type())) + " " +
-                                shape_text(labels));
+                                c10::str(labels.sizes()));
   }
   const int64_t vocab = logits.size(2) * tp.size;
   // Checked where it costs no device round trip; a device's loss kernel checks its own.

@@ -10,13 +10,6 @@
 #include "model/layers.hpp"
 
 namespace hp::model {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 MambaMixer::MambaMixer(const TransformerConfig& config, const MambaOptions& o)
     : tp_(config.tensor_parallel),
@@ -95,10 +88,10 @@ torch::Tensor selective_scan(const torch::Tensor& x, const torch::Tensor& dt, co
 
 torch::Tensor mamba_initial_value(const std::string& name, at::IntArrayRef shape, const TransformerConfig& config) {
   const auto dtype = to_scalar_type(config.dtype);
-  if (ends_with(name, "mixer.A_log"))
+  if (name_ends_with(name, "mixer.A_log"))
     return at::log(at::arange(1, shape[1] + 1, at::kDouble)).repeat({shape[0], 1}).to(dtype);
-  if (ends_with(name, "mixer.D")) return at::ones(shape, at::TensorOptions().dtype(dtype));
-  if (ends_with(name, "mixer.dt_proj.bias")) {
+  if (name_ends_with(name, "mixer.D")) return at::ones(shape, at::TensorOptions().dtype(dtype));
+  if (name_ends_with(name, "mixer.dt_proj.bias")) {
     auto gen = at::detail::createCPUGenerator(config.seed ^ fnv1a64(name));
     const auto u = at::empty(shape, at::TensorOptions().dtype(at::kDouble)).uniform_(0, 1, gen);
     const auto dt = at::exp(u * (std::log(1e-1) - std::log(1e-3)) + std::log(1e-3));

@@ -6,11 +6,11 @@ namespace hp::model {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+[[noreturn]] void bad_partition(const std::string& msg) { throw std::invalid_argument(msg); }
 
 void check_degrees(int pp, int vpp) {
-  if (pp < 1) fail("schedule.pp must be at least 1, got " + std::to_string(pp));
-  if (vpp < 1) fail("schedule.vpp must be at least 1, got " + std::to_string(vpp));
+  if (pp < 1) bad_partition("schedule.pp must be at least 1, got " + std::to_string(pp));
+  if (vpp < 1) bad_partition("schedule.vpp must be at least 1, got " + std::to_string(vpp));
 }
 
 std::string stages_text(int pp, int vpp) {
@@ -32,10 +32,10 @@ Partition::Partition(int pp, int vpp, std::vector<int> counts)
 
 Partition Partition::even(int num_layers, int pp, int vpp) {
   check_degrees(pp, vpp);
-  if (num_layers < 1) fail("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
+  if (num_layers < 1) bad_partition("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
   const int stages = pp * vpp;
   if (num_layers < stages) {
-    fail("model.num_layers " + std::to_string(num_layers) + " cannot be split over " +
+    bad_partition("model.num_layers " + std::to_string(num_layers) + " cannot be split over " +
          stages_text(pp, vpp) + ": give at least " + std::to_string(stages) +
          " layers or per-stage counts (model.layers_per_stage)");
   }
@@ -46,22 +46,22 @@ Partition Partition::even(int num_layers, int pp, int vpp) {
 
 Partition Partition::from_counts(int num_layers, int pp, int vpp, std::vector<int> counts) {
   check_degrees(pp, vpp);
-  if (num_layers < 1) fail("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
+  if (num_layers < 1) bad_partition("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
   const int stages = pp * vpp;
   if (static_cast<int>(counts.size()) != stages) {
-    fail("model.layers_per_stage has " + std::to_string(counts.size()) + " counts but there are " +
+    bad_partition("model.layers_per_stage has " + std::to_string(counts.size()) + " counts but there are " +
          stages_text(pp, vpp) + ": give one count per stage, in global stage order");
   }
   long long sum = 0;
   for (std::size_t s = 0; s < counts.size(); ++s) {
     if (counts[s] < 0) {
-      fail("model.layers_per_stage: stage " + std::to_string(s) + " has " +
+      bad_partition("model.layers_per_stage: stage " + std::to_string(s) + " has " +
            std::to_string(counts[s]) + " layers; counts must be >= 0 (0 = empty stage)");
     }
     sum += counts[s];
   }
   if (sum != num_layers) {
-    fail("model.layers_per_stage sums to " + std::to_string(sum) + " but model.num_layers is " +
+    bad_partition("model.layers_per_stage sums to " + std::to_string(sum) + " but model.num_layers is " +
          std::to_string(num_layers) + ": the counts must add up to the number of layers");
   }
   return Partition(pp, vpp, std::move(counts));
@@ -69,17 +69,17 @@ Partition Partition::from_counts(int num_layers, int pp, int vpp, std::vector<in
 
 void Partition::check_stage(int stage) const {
   if (stage < 0 || stage >= num_stages()) {
-    fail("stage " + std::to_string(stage) + " is out of range: the partition has " +
+    bad_partition("stage " + std::to_string(stage) + " is out of range: the partition has " +
          stages_text(pp_, vpp_) + ", numbered 0.." + std::to_string(num_stages() - 1));
   }
 }
 
 int Partition::stage(int rank, int chunk) const {
   if (rank < 0 || rank >= pp_) {
-    fail("rank " + std::to_string(rank) + " is out of range for schedule.pp " + std::to_string(pp_));
+    bad_partition("rank " + std::to_string(rank) + " is out of range for schedule.pp " + std::to_string(pp_));
   }
   if (chunk < 0 || chunk >= vpp_) {
-    fail("chunk " + std::to_string(chunk) + " is out of range for schedule.vpp " + std::to_string(vpp_));
+    bad_partition("chunk " + std::to_string(chunk) + " is out of range for schedule.vpp " + std::to_string(vpp_));
   }
   return chunk * pp_ + rank;
 }
@@ -116,7 +116,7 @@ bool Partition::is_last(int stage) const {
 
 int Partition::stage_of_layer(int layer) const {
   if (layer < 0 || layer >= num_layers_) {
-    fail("layer " + std::to_string(layer) + " is out of range: model.num_layers is " +
+    bad_partition("layer " + std::to_string(layer) + " is out of range: model.num_layers is " +
          std::to_string(num_layers_));
   }
   for (int s = 0; s < num_stages(); ++s) {

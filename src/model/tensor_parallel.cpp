@@ -28,7 +28,7 @@ std::int64_t handle(const TensorParallel& tp) {
   return static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(&group(tp)));
 }
 
-comm::ProcessGroup& group_of(AutogradContext* ctx) {
+comm::ProcessGroup& tp_group_of(AutogradContext* ctx) {
   return *reinterpret_cast<comm::ProcessGroup*>(static_cast<std::intptr_t>(ctx->saved_data["group"].toInt()));
 }
 
@@ -39,7 +39,7 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& target,
                             std::int64_t group, std::int64_t rank) {
     ctx->saved_data["group"] = group;
-    comm::ProcessGroup& g = group_of(ctx);
+    comm::ProcessGroup& g = tp_group_of(ctx);
     const int64_t vp = logits.size(-1);
     const at::Tensor l = logits.reshape({-1, vp});
     const at::Tensor t = target.reshape({-1});

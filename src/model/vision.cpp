@@ -13,7 +13,7 @@
 namespace hp::model {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+[[noreturn]] void bad_vision(const std::string& msg) { throw std::invalid_argument(msg); }
 
 // The text config with the tower's widths: what the shared MLP and LayerNorm
 // building blocks are built from.
@@ -30,7 +30,7 @@ TransformerConfig block_config(const VisionConfig& v, const TransformerConfig& t
 
 void VisionConfig::validate() const {
   auto positive = [](const char* flag, int v) {
-    if (v < 1) fail(std::string(flag) + " must be a positive integer, got " + std::to_string(v));
+    if (v < 1) bad_vision(std::string(flag) + " must be a positive integer, got " + std::to_string(v));
   };
   positive("vision.num_layers", num_layers);
   positive("vision.image_size", image_size);
@@ -38,14 +38,14 @@ void VisionConfig::validate() const {
   positive("vision.hidden_size", hidden_size);
   positive("vision.num_attention_heads", num_attention_heads);
   if (image_size % patch_size != 0)
-    fail("vision.patch_size " + std::to_string(patch_size) + " must divide vision.image_size " + std::to_string(image_size));
+    bad_vision("vision.patch_size " + std::to_string(patch_size) + " must divide vision.image_size " + std::to_string(image_size));
   if (image_size < 4 || image_size % 2 != 0)
-    fail("vision.image_size must be even and >= 4 (the synthetic shapes fill image quadrants), got " +
+    bad_vision("vision.image_size must be even and >= 4 (the synthetic shapes fill image quadrants), got " +
          std::to_string(image_size));
   if (hidden_size % num_attention_heads != 0)
-    fail("vision.num_attention_heads " + std::to_string(num_attention_heads) + " must divide vision.hidden_size " +
+    bad_vision("vision.num_attention_heads " + std::to_string(num_attention_heads) + " must divide vision.hidden_size " +
          std::to_string(hidden_size));
-  if (ffn_hidden_size < 0) fail("the vision MLP width must be >= 0 (0 = 4 x vision.hidden_size)");
+  if (ffn_hidden_size < 0) bad_vision("the vision MLP width must be >= 0 (0 = 4 x vision.hidden_size)");
 }
 
 // Pre-norm ViT block: bidirectional attention (every patch sees every
@@ -93,7 +93,7 @@ VisionTower::VisionTower(const VisionConfig& vision, const TransformerConfig& te
   vision.validate();
   text.validate();
   if (begin < 0 || begin >= end || end > vision.num_layers)
-    fail("vision tower blocks [" + std::to_string(begin) + ", " + std::to_string(end) +
+    bad_vision("vision tower blocks [" + std::to_string(begin) + ", " + std::to_string(end) +
          ") must be a non-empty range within vision.num_layers " + std::to_string(vision.num_layers));
   const auto dtype = to_scalar_type(text.dtype);
   const int p = vision.patch_size, dv = vision.hidden_size;
@@ -129,7 +129,7 @@ torch::Tensor VisionTower::forward(const torch::Tensor& input) {
     for (int64_t d = 0; input.defined() && d < input.dim(); ++d) got += (d ? ", " : "") + std::to_string(input.size(d));
     std::string shape;
     for (size_t d = 1; d < want.shape.size(); ++d) shape += ", " + std::to_string(want.shape[d]);
-    fail("vision tower blocks [" + std::to_string(begin_) + ", " + std::to_string(end_) + ") expect " +
+    bad_vision("vision tower blocks [" + std::to_string(begin_) + ", " + std::to_string(end_) + ") expect " +
          (begin_ == 0 ? "pixels " : "features ") + c10::toString(want.dtype) + " [rows" + shape + "], got " + got +
          "]");
   }
@@ -166,7 +166,7 @@ std::vector<std::pair<std::string, at::Tensor>> VisionTower::global_parameters()
 
 VisionPreprocess::VisionPreprocess(const VisionConfig& vision, const TransformerConfig& text, int transpose_blocks) {
   if (transpose_blocks < 1 || transpose_blocks > vision.num_layers)
-    fail("schedule.mpipe.transpose_layers " + std::to_string(transpose_blocks) +
+    bad_vision("schedule.mpipe.transpose_layers " + std::to_string(transpose_blocks) +
          ": a VL preprocess transposes 1..vision.num_layers " + std::to_string(vision.num_layers) + " tower blocks");
   tower_ = std::make_shared<VisionTower>(vision, text, 0, transpose_blocks);
 }

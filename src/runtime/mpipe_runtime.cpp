@@ -20,9 +20,7 @@ namespace {
 
 constexpr auto kFeature = comm::MessageKind::MPipeFeature;
 constexpr auto kInput = comm::MessageKind::MPipeInput;
-constexpr auto kGrad = comm::MessageKind::MPipeGrad;
-
-std::string str(int v) { return std::to_string(v); }
+constexpr auto kMPipeGrad = comm::MessageKind::MPipeGrad;
 
 // Names, dtypes and shapes in order: two ranks whose descriptions hash alike
 // can exchange the parameters with one coalesced broadcast.
@@ -54,7 +52,7 @@ MPipeRuntime::MPipeRuntime(const schedule::ScheduleOptions& layout, int rank, co
     throw std::invalid_argument("schedule.mpipe.transpose_layers 0 transposes only the data load, but a preprocess module "
                                 "was given");
   if (t > 0 && !preprocess_)
-    throw std::invalid_argument("schedule.mpipe.transpose_layers " + str(t) + " needs a preprocess module on every rank");
+    throw std::invalid_argument("schedule.mpipe.transpose_layers " + std::to_string(t) + " needs a preprocess module on every rank");
   if (preprocess_ && !preprocess_->forward) throw std::invalid_argument("the MPipe preprocess has no forward");
   for (const auto& [name, p] : parameters()) trainable_ = trainable_ || p.requires_grad();
   if (preprocess_ && trainable_ == layout_.mpipe.frozen_preprocess)
@@ -74,7 +72,7 @@ const NamedTensors& MPipeRuntime::parameters() const {
 void MPipeRuntime::install(Executor& ex) {
   executor_ = &ex;
   // The owner-backward gradient has the shape of the retained graph's output.
-  ex.declare_known_shapes(kGrad);
+  ex.declare_known_shapes(kMPipeGrad);
   if (preprocess_ && preprocess_->output_spec) ex.declare_known_shapes(kFeature);
   if (preprocess_ && preprocess_->input_spec) ex.declare_known_shapes(kInput);
   ex.register_handler(ActionType::MPIPE_PARAM_BROADCAST, [this](const Action&) { broadcast(); });
@@ -82,7 +80,7 @@ void MPipeRuntime::install(Executor& ex) {
   ex.register_handler(ActionType::MPIPE_FWD_SEND, [this](const Action& a) {
     auto it = features_.find(a.micro);
     if (it == features_.end())
-      throw std::logic_error("rank " + str(rank_) + ": MPIPE_FWD_SEND of micro " + str(a.micro) +
+      throw std::logic_error("rank " + std::to_string(rank_) + ": MPIPE_FWD_SEND of micro " + std::to_string(a.micro) +
                              " before its MPIPE_TRANSPOSE_FWD");
     // The send holds the storage until it completes.
     executor_->post_send(it->second, a.peer, kFeature, 0, a.micro);
@@ -104,7 +102,7 @@ void MPipeRuntime::install(Executor& ex) {
   });
   ex.register_handler(ActionType::MPIPE_TRANSPOSE_BWD, [this](const Action& a) { transpose_backward(a.micro); });
   ex.register_handler(ActionType::MPIPE_GRAD_SEND, [this](const Action& a) {
-    executor_->post_send(executor_->stage(0).take_input_grad(a.micro), a.peer, kGrad, 0, a.micro);
+    executor_->post_send(executor_->stage(0).take_input_grad(a.micro), a.peer, kMPipeGrad, 0, a.micro);
   });
   ex.register_handler(ActionType::MPIPE_GRAD_RECV_WITH_BACKWARD,
                       [this](const Action& a) { grad_recv_with_backward(a.micro, a.peer); });
@@ -123,7 +121,7 @@ void MPipeRuntime::begin_step() {
 void MPipeRuntime::end_step() {
   features_.clear();
   if (!graphs_.empty())
-    throw std::logic_error("rank " + str(rank_) + ": " + str(static_cast<int>(graphs_.size())) +
+    throw std::logic_error("rank " + std::to_string(rank_) + ": " + std::to_string(static_cast<int>(graphs_.size())) +
                            " preprocess graph(s) were never backpropagated by the schedule");
   snapshot_.clear();
 }
@@ -131,7 +129,7 @@ void MPipeRuntime::end_step() {
 at::Tensor MPipeRuntime::micro_input(int micro) const {
   at::Tensor x = executor_->micro(micro).input;
   if (!x.defined())
-    throw std::logic_error("rank " + str(rank_) + " owns micro " + str(micro) +
+    throw std::logic_error("rank " + std::to_string(rank_) + " owns micro " + std::to_string(micro) +
                            " under MPipe but its data was not read on this rank");
   return x;
 }
@@ -203,11 +201,11 @@ void MPipeRuntime::transpose_backward(int micro) {
 void MPipeRuntime::grad_recv_with_backward(int micro, int peer) {
   auto it = graphs_.find(micro);
   if (it == graphs_.end())
-    throw std::logic_error("rank " + str(rank_) + ": MPIPE_GRAD_RECV_WITH_BACKWARD of micro " + str(micro) +
+    throw std::logic_error("rank " + std::to_string(rank_) + ": MPIPE_GRAD_RECV_WITH_BACKWARD of micro " + std::to_string(micro) +
                            " has no retained preprocess graph");
   const at::Tensor out = it->second;
-  executor_->post_recv(peer, kGrad, 0, micro, TensorSpec{out.sizes().vec(), out.scalar_type()});
-  const at::Tensor grad = executor_->take_recv(kGrad, 0, micro);
+  executor_->post_recv(peer, kMPipeGrad, 0, micro, TensorSpec{out.sizes().vec(), out.scalar_type()});
+  const at::Tensor grad = executor_->take_recv(kMPipeGrad, 0, micro);
   torch::autograd::backward({out}, {grad});
   graphs_.erase(it);
 }
@@ -250,12 +248,12 @@ void MPipeRuntime::check_structure() {
   std::string bad;
   for (int r = 1; r < world; ++r) {
     if (info[0][r].item<std::int64_t>() == info[0][0].item<std::int64_t>()) continue;
-    bad += (bad.empty() ? "" : "; ") + std::string("rank ") + str(r) + " (" +
-           str(static_cast<int>(info[1][r].item<std::int64_t>())) + " parameters)";
+    bad += (bad.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (" +
+           std::to_string(static_cast<int>(info[1][r].item<std::int64_t>())) + " parameters)";
   }
   if (!bad.empty())
     throw std::invalid_argument("the MPipe preprocess module differs between ranks: " + bad +
-                                " differ from rank 0 (" + str(static_cast<int>(info[1][0].item<std::int64_t>())) +
+                                " differ from rank 0 (" + std::to_string(static_cast<int>(info[1][0].item<std::int64_t>())) +
                                 " parameters) in parameter names, shapes or dtypes; every rank must build the "
                                 "same preprocess (same schedule.mpipe.transpose_layers and model)");
 }

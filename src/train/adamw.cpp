@@ -10,9 +10,9 @@
 namespace hp::train {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
+[[noreturn]] void bad_adamw(const std::string& msg) { throw std::invalid_argument(msg); }
 
-std::string shape_str(at::IntArrayRef s) {
+std::string sizes_text(at::IntArrayRef s) {
   std::ostringstream os;
   os << s;
   return os.str();
@@ -22,7 +22,7 @@ void require_range01(const char* flag, double v) {
   if (!(v >= 0.0 && v < 1.0)) {
     std::ostringstream os;
     os << flag << " must be in [0, 1), got " << v;
-    fail(os.str());
+    bad_adamw(os.str());
   }
 }
 
@@ -34,12 +34,12 @@ void AdamWOptions::validate() const {
   if (!(eps > 0.0 && std::isfinite(eps))) {
     std::ostringstream os;
     os << "--adam-eps must be a finite number > 0, got " << eps;
-    fail(os.str());
+    bad_adamw(os.str());
   }
   if (!(weight_decay >= 0.0 && std::isfinite(weight_decay))) {
     std::ostringstream os;
     os << "--weight-decay must be a finite number >= 0, got " << weight_decay;
-    fail(os.str());
+    bad_adamw(os.str());
   }
 }
 
@@ -54,7 +54,7 @@ AdamW::AdamW(NamedParams params, AdamWOptions options)
     : params_(std::move(params)), options_(options) {
   options_.validate();
   for (const auto& [name, p] : params_) {
-    if (!p.defined()) fail("AdamW: parameter " + name + " is an undefined tensor");
+    if (!p.defined()) bad_adamw("AdamW: parameter " + name + " is an undefined tensor");
     // A parameter that cannot be viewed flat gets a buffer of its own, updated whole.
     auto f = !p.is_contiguous() ? flats_.end() : std::find_if(flats_.begin(), flats_.end(), [&](const Flat& x) {
       const at::Tensor& first = x.slots.front().param;
@@ -85,14 +85,14 @@ void AdamW::step(double lr) {
   if (!(lr >= 0.0 && std::isfinite(lr))) {
     std::ostringstream os;
     os << "--lr must be a finite number >= 0, got " << lr;
-    fail(os.str());
+    bad_adamw(os.str());
   }
   at::NoGradGuard no_grad;
   for (Flat& f : flats_) {
     for (Slot& s : f.slots) {
       const at::Tensor& grad = s.param.grad();
       if (!grad.defined() || grad.is_same(s.grad)) continue;
-      if (grad.is_sparse()) fail("AdamW: parameter " + s.name + " has a sparse gradient (not supported)");
+      if (grad.is_sparse()) bad_adamw("AdamW: parameter " + s.name + " has a sparse gradient (not supported)");
       s.grad.copy_(grad);
       s.param.mutable_grad() = s.grad;
     }
@@ -182,19 +182,19 @@ void AdamW::zero_grad() {
 }
 
 void AdamW::load_state(const AdamWState& state) {
-  if (state.step < 0) fail("AdamW state: negative step count " + std::to_string(state.step));
+  if (state.step < 0) bad_adamw("AdamW state: negative step count " + std::to_string(state.step));
   for (const auto& [name, st] : state.params) {
     auto it = params_.find(name);
-    if (it == params_.end()) fail("AdamW state: " + name + " is not a parameter of this optimizer");
+    if (it == params_.end()) bad_adamw("AdamW state: " + name + " is not a parameter of this optimizer");
     const at::Tensor& p = it->second;
     if (!st.exp_avg.defined() || !st.exp_avg_sq.defined())
-      fail("AdamW state for " + name + ": exp_avg and exp_avg_sq must both be set");
+      bad_adamw("AdamW state for " + name + ": exp_avg and exp_avg_sq must both be set");
     for (const at::Tensor* t : {&st.exp_avg, &st.exp_avg_sq}) {
       if (!t->sizes().equals(p.sizes()))
-        fail("AdamW state for " + name + ": shape " + shape_str(t->sizes()) + " but the parameter is " +
-             shape_str(p.sizes()));
+        bad_adamw("AdamW state for " + name + ": shape " + sizes_text(t->sizes()) + " but the parameter is " +
+             sizes_text(p.sizes()));
     }
-    if (st.step < 1) fail("AdamW state for " + name + ": step must be >= 1, got " + std::to_string(st.step));
+    if (st.step < 1) bad_adamw("AdamW state for " + name + ": step must be >= 1, got " + std::to_string(st.step));
   }
   // Checked whole before any buffer changes; the state may be a view of them.
   at::NoGradGuard no_grad;

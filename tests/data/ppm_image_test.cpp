@@ -14,7 +14,7 @@
 namespace hp::data {
 namespace {
 
-std::string temp_path(const char* name) { return ::testing::TempDir() + name; }
+std::string ppm_temp_path(const char* name) { return ::testing::TempDir() + name; }
 
 // Writes [3, S, S] pixels as a P6 file of `maxval`, pixel-interleaved, clamped
 // to [0, 1] (the synthetic images' noise goes a little outside).
@@ -31,7 +31,7 @@ void write_ppm(const std::string& path, const std::vector<float>& pixels, int si
 TEST(PpmImage, ASyntheticImageReadsBackAsItsPixels) {
   const int size = 8;
   const VLBatch b = make_vl_batch(size, 1, 77, 3);
-  const std::string path = temp_path("hp_synthetic.ppm");
+  const std::string path = ppm_temp_path("hp_synthetic.ppm");
   write_ppm(path, b.images, size, 255, "# drawn by the test\n");
   const std::vector<float> read = read_ppm(path, size);
   ASSERT_EQ(read.size(), b.images.size());
@@ -43,7 +43,7 @@ TEST(PpmImage, ASyntheticImageReadsBackAsItsPixels) {
 }
 
 TEST(PpmImage, AMalformedFileIsRefusedWithItsPathAndTheFault) {
-  const std::string path = temp_path("hp_bad.ppm");
+  const std::string path = ppm_temp_path("hp_bad.ppm");
   auto refusal = [&](const std::string& contents, int size) -> std::string {
     std::ofstream(path, std::ios::binary) << contents;
     try {
@@ -62,10 +62,10 @@ TEST(PpmImage, AMalformedFileIsRefusedWithItsPathAndTheFault) {
   EXPECT_EQ(refusal("P6 2 2 255\n" + pixels.substr(5), 2), path + ": the image data ends early (7 of 12 bytes)");
   EXPECT_EQ(refusal("", 2), path + ": not a binary PPM image (it must start with P6)");
   try {
-    read_ppm(temp_path("hp_no_such.ppm"), 2);
+    read_ppm(ppm_temp_path("hp_no_such.ppm"), 2);
     ADD_FAILURE() << "a missing file was read";
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), temp_path("hp_no_such.ppm") + ": cannot open the image file");
+    EXPECT_EQ(std::string(e.what()), ppm_temp_path("hp_no_such.ppm") + ": cannot open the image file");
   }
 }
 

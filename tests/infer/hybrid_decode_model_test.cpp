@@ -26,7 +26,7 @@ model::HybridConfig config(const std::string& pattern, bool mhc) {
   return c;
 }
 
-double max_rel_error(const at::Tensor& a, const at::Tensor& b) {
+double hybrid_rel_error(const at::Tensor& a, const at::Tensor& b) {
   return ((a - b).abs().max() / (b.abs().max() + 1e-300)).item<double>();
 }
 
@@ -58,8 +58,8 @@ TEST_P(HybridDecoding, EveryPositionMatchesTheFullForward) {
   }
   EXPECT_EQ(one.positions, 9);
   EXPECT_EQ(b.positions, 9);
-  EXPECT_LT(max_rel_error(at::cat(whole_pieces, 1), full), 1e-12);
-  EXPECT_LT(max_rel_error(at::cat(split_pieces, 1), full), 1e-12);
+  EXPECT_LT(hybrid_rel_error(at::cat(whole_pieces, 1), full), 1e-12);
+  EXPECT_LT(hybrid_rel_error(at::cat(split_pieces, 1), full), 1e-12);
   try {
     whole->decode(tokens.narrow(1, 0, 1), one);
     ADD_FAILURE() << "decoding past max_seq_len was accepted";

@@ -21,6 +21,9 @@
 
 namespace hp::model::formula {
 
+// What every comparison against these formulas must meet in double precision.
+constexpr double kTol = 1e-12;
+
 // x viewed as rows [rows, width] (its last dimension), contiguous, in double.
 inline at::Tensor rows_of(const at::Tensor& x) {
   return x.detach().to(at::kDouble).reshape({-1, x.size(-1)}).contiguous();

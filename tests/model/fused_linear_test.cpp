@@ -111,7 +111,9 @@ TEST(FusedLinearTest, InsideADeferralScopeTheWeightProductWaitsForTheWeightBackw
     }
     for (auto& product : work) product();  // the weight backward
     expect_equal(got.param.grad(), want.weight, "the weight's gradient after the weight backward");
-    if (buffer) EXPECT_TRUE(got.param.grad().is_same(got.weight)) << "the optimizer's buffer must stay the weight's .grad";
+    if (buffer) {
+      EXPECT_TRUE(got.param.grad().is_same(got.weight)) << "the optimizer's buffer must stay the weight's .grad";
+    }
   }
 }
 

@@ -19,7 +19,7 @@ namespace {
 
 using formula::expect_close;
 
-constexpr double kTol = 1e-12;
+using formula::kTol;
 
 TransformerConfig tiny_config(bool tie) {
   TransformerConfig c;

@@ -21,7 +21,7 @@ namespace {
 
 using formula::expect_close;
 
-constexpr double kTol = 1e-12;
+using formula::kTol;
 
 // head_dim 5: a scale 1 / sqrt(5) that no power of two stands in for.
 TransformerConfig block_config() {

@@ -27,7 +27,7 @@ namespace {
 
 using formula::expect_close;
 
-constexpr double kTol = 1e-12;
+using formula::kTol;
 
 TransformerConfig mixer_config() {
   TransformerConfig c;

@@ -29,7 +29,7 @@ namespace {
 
 using formula::expect_close;
 
-constexpr double kTol = 1e-12;
+using formula::kTol;
 constexpr int kExperts = 4;
 
 TransformerConfig moe_config() {

@@ -13,20 +13,20 @@
 
 namespace {
 
-struct Job {
+struct MeshJob {
   std::string schedule;
   int pp, vpp, dp, tp, cp;
   std::vector<std::string> cases;  // MB:TIE:MHC:MTP:ACCUM:BUCKET_BYTES
 };
 
-void PrintTo(const Job& j, std::ostream* os) {
+void PrintTo(const MeshJob& j, std::ostream* os) {
   *os << j.schedule << " pp=" << j.pp << " vpp=" << j.vpp << " dp=" << j.dp << " tp=" << j.tp << " cp=" << j.cp;
 }
 
-class Mesh : public ::testing::TestWithParam<Job> {};
+class Mesh : public ::testing::TestWithParam<MeshJob> {};
 
 TEST_P(Mesh, LossAndEveryGradientMatchOneProcessOverTheGlobalBatch) {
-  const Job& j = GetParam();
+  const MeshJob& j = GetParam();
   std::vector<std::string> args = {j.schedule, std::to_string(j.pp), std::to_string(j.vpp), std::to_string(j.dp),
                                    std::to_string(j.tp), std::to_string(j.cp)};
   args.insert(args.end(), j.cases.begin(), j.cases.end());
@@ -44,26 +44,26 @@ TEST_P(Mesh, LossAndEveryGradientMatchOneProcessOverTheGlobalBatch) {
 // parallelism, not under cp) on and off, accumulation.
 INSTANTIATE_TEST_SUITE_P(
     Meshes, Mesh,
-    ::testing::Values(Job{"1f1b", 2, 1, 2, 1, 1, {"3:1:0:0:1:512", "1:0:1:0:2:512", "2:0:0:2:1:512", "4:0:0:0:1:1048576"}},
-                      Job{"interleaved", 2, 2, 2, 1, 1, {"3:1:0:1:2:512", "2:0:1:0:1:2048"}},
-                      Job{"mpipe", 2, 1, 2, 1, 1, {"3:1:0:0:2:512"}},
-                      Job{"gpipe", 1, 1, 3, 1, 1, {"2:1:0:1:2:512"}},
-                      Job{"no-pipelining", 1, 1, 1, 2, 1, {"2:1:0:0:1:512", "3:0:1:0:2:512", "2:1:1:0:2:512:1", "2:0:1:2:1:512"}},
-                      Job{"1f1b", 2, 1, 1, 2, 1, {"3:1:0:0:2:512", "1:0:1:0:1:512", "3:1:0:0:1:512:1", "3:1:0:1:2:512"}},
-                      Job{"interleaved", 2, 2, 1, 2, 1, {"3:1:1:0:1:512", "3:0:1:0:2:512:1"}},
-                      Job{"mpipe", 2, 1, 1, 2, 1, {"3:1:0:0:1:512", "2:1:0:0:2:512:1"}},
-                      Job{"1f1b", 2, 1, 2, 2, 1, {"2:1:0:0:2:512", "2:0:1:0:1:512:1"}},
-                      Job{"interleaved", 2, 2, 2, 2, 1, {"3:1:1:0:1:512"}},
-                      Job{"mpipe", 2, 1, 2, 2, 1, {"2:1:0:1:2:512"}},
-                      Job{"no-pipelining", 1, 1, 1, 1, 2, {"2:1:0:0:1:512", "3:0:1:0:2:512"}},
-                      Job{"1f1b", 2, 1, 1, 1, 2, {"3:1:0:0:2:512", "1:0:1:0:1:512"}},
-                      Job{"interleaved", 2, 2, 1, 1, 2, {"3:1:1:0:1:512"}},
-                      Job{"mpipe", 2, 1, 1, 1, 2, {"2:1:0:0:2:512"}},
-                      Job{"1f1b", 2, 1, 1, 2, 2, {"2:1:1:0:1:512"}},
-                      Job{"gpipe", 1, 1, 2, 1, 2, {"2:1:0:0:2:512"}},
+    ::testing::Values(MeshJob{"1f1b", 2, 1, 2, 1, 1, {"3:1:0:0:1:512", "1:0:1:0:2:512", "2:0:0:2:1:512", "4:0:0:0:1:1048576"}},
+                      MeshJob{"interleaved", 2, 2, 2, 1, 1, {"3:1:0:1:2:512", "2:0:1:0:1:2048"}},
+                      MeshJob{"mpipe", 2, 1, 2, 1, 1, {"3:1:0:0:2:512"}},
+                      MeshJob{"gpipe", 1, 1, 3, 1, 1, {"2:1:0:1:2:512"}},
+                      MeshJob{"no-pipelining", 1, 1, 1, 2, 1, {"2:1:0:0:1:512", "3:0:1:0:2:512", "2:1:1:0:2:512:1", "2:0:1:2:1:512"}},
+                      MeshJob{"1f1b", 2, 1, 1, 2, 1, {"3:1:0:0:2:512", "1:0:1:0:1:512", "3:1:0:0:1:512:1", "3:1:0:1:2:512"}},
+                      MeshJob{"interleaved", 2, 2, 1, 2, 1, {"3:1:1:0:1:512", "3:0:1:0:2:512:1"}},
+                      MeshJob{"mpipe", 2, 1, 1, 2, 1, {"3:1:0:0:1:512", "2:1:0:0:2:512:1"}},
+                      MeshJob{"1f1b", 2, 1, 2, 2, 1, {"2:1:0:0:2:512", "2:0:1:0:1:512:1"}},
+                      MeshJob{"interleaved", 2, 2, 2, 2, 1, {"3:1:1:0:1:512"}},
+                      MeshJob{"mpipe", 2, 1, 2, 2, 1, {"2:1:0:1:2:512"}},
+                      MeshJob{"no-pipelining", 1, 1, 1, 1, 2, {"2:1:0:0:1:512", "3:0:1:0:2:512"}},
+                      MeshJob{"1f1b", 2, 1, 1, 1, 2, {"3:1:0:0:2:512", "1:0:1:0:1:512"}},
+                      MeshJob{"interleaved", 2, 2, 1, 1, 2, {"3:1:1:0:1:512"}},
+                      MeshJob{"mpipe", 2, 1, 1, 1, 2, {"2:1:0:0:2:512"}},
+                      MeshJob{"1f1b", 2, 1, 1, 2, 2, {"2:1:1:0:1:512"}},
+                      MeshJob{"gpipe", 1, 1, 2, 1, 2, {"2:1:0:0:2:512"}},
                       // The split backward under dp and tp.
-                      Job{"zb1p", 2, 1, 2, 1, 1, {"3:1:0:0:2:512", "5:0:1:0:1:1048576"}},
-                      Job{"zb1p", 2, 2, 1, 2, 1, {"3:1:1:0:1:512", "2:0:0:0:2:512:1", "2:1:0:1:1:512"}}),
+                      MeshJob{"zb1p", 2, 1, 2, 1, 1, {"3:1:0:0:2:512", "5:0:1:0:1:1048576"}},
+                      MeshJob{"zb1p", 2, 2, 1, 2, 1, {"3:1:1:0:1:512", "2:0:0:0:2:512:1", "2:1:0:1:1:512"}}),
     [](const auto& info) {
       const auto& j = info.param;
       return j.schedule.substr(0, j.schedule.find('-')) + "_pp" + std::to_string(j.pp) + "_vpp" + std::to_string(j.vpp) +

@@ -19,20 +19,20 @@ std::string run(int nproc, const std::vector<std::string>& args, int* code) {
   return hp::testing::launch_workers("mpipe_worker", nproc, args, code);
 }
 
-struct Job {
+struct MPipeJob {
   std::string name;
   int pp;
   std::vector<std::string> args;  // mode, vpp, cases
 };
 
-void PrintTo(const Job& j, std::ostream* os) {
+void PrintTo(const MPipeJob& j, std::ostream* os) {
   *os << j.name << " pp=" << j.pp << " " << j.args.size() - 2 << " cases";
 }
 
-class MPipeDist : public ::testing::TestWithParam<Job> {};
+class MPipeDist : public ::testing::TestWithParam<MPipeJob> {};
 
 TEST_P(MPipeDist, EveryCasePassesOnEveryRank) {
-  const Job& j = GetParam();
+  const MPipeJob& j = GetParam();
   int code = -1;
   const std::string out = run(j.pp, j.args, &code);
   EXPECT_EQ(code, 0) << out;
@@ -68,9 +68,9 @@ const std::vector<std::string> kVLPP4V2 = {"vl", "2", "8:2:full:0:1:2", "2:1:min
                                            "4:2:min:0:0:1", "8:0:min:0:0:1"};
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MPipeDist,
-                         ::testing::Values(Job{"pp2_v1", 2, kPP2}, Job{"pp2_v2", 2, kPP2V2}, Job{"pp4_v1", 4, kPP4},
-                                           Job{"pp4_v2", 4, kPP4V2}, Job{"vl_pp2_v1", 2, kVLPP2},
-                                           Job{"vl_pp4_v2", 4, kVLPP4V2}),
+                         ::testing::Values(MPipeJob{"pp2_v1", 2, kPP2}, MPipeJob{"pp2_v2", 2, kPP2V2}, MPipeJob{"pp4_v1", 4, kPP4},
+                                           MPipeJob{"pp4_v2", 4, kPP4V2}, MPipeJob{"vl_pp2_v1", 2, kVLPP2},
+                                           MPipeJob{"vl_pp4_v2", 4, kVLPP4V2}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(MPipeDistBadInput, APreprocessThatDiffersOnOneRankFailsEveryRankNamingIt) {

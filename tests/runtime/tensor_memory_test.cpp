@@ -121,9 +121,11 @@ TEST(TensorMemory, RetainedPagesAreReusedWithoutFaults) {
   // their own mapping, undone when they are freed.
   const std::vector<Block> before = a_round();
   const Block heap = main_heap();
-  for (const Block& b : before)
-    if (b.second <= heap.first || b.first >= heap.second)
+  for (const Block& b : before) {
+    if (b.second <= heap.first || b.first >= heap.second) {
       EXPECT_FALSE(mapped(b)) << "with glibc's starting thresholds a freed round goes back to the kernel";
+    }
+  }
   hp::runtime::tensor_memory::retain_freed_pages();
   std::vector<Block> last = a_round();
   for (int warm = 0; warm < 3; ++warm) last = a_round();  // the heap grows to its working size

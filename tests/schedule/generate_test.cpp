@@ -16,11 +16,8 @@
 namespace hp::schedule {
 namespace {
 
-std::string text(const std::vector<Action>& actions) {
-  std::string out;
-  for (const Action& a : actions) out += (out.empty() ? "" : " ") + format_action(a);
-  return out;
-}
+using testing::position;
+using testing::text;
 
 ScheduleOptions opts(ScheduleKind kind, int pp, int vpp, int mb, int group = 0) {
   ScheduleOptions o = testing::layout(kind, pp, vpp, mb);
@@ -31,11 +28,6 @@ ScheduleOptions opts(ScheduleKind kind, int pp, int vpp, int mb, int group = 0) 
 using testing::rejection;
 
 bool keep_compute(ActionType t) { return is_compute(t); }
-
-int position(const std::vector<Action>& actions, const Action& a) {
-  auto it = std::find(actions.begin(), actions.end(), a);
-  return it == actions.end() ? -1 : static_cast<int>(it - actions.begin());
-}
 
 int leading_forwards(const std::vector<Action>& ops) {
   int n = 0;

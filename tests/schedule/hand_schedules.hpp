@@ -13,6 +13,20 @@
 
 namespace hp::schedule::testing {
 
+// Actions [begin, end) in their text form, one space apart.
+inline std::string text(const std::vector<Action>& actions, size_t begin = 0, size_t end = ~size_t{0}) {
+  std::string out;
+  for (size_t i = begin; i < std::min(end, actions.size()); ++i)
+    out += (out.empty() ? "" : " ") + format_action(actions[i]);
+  return out;
+}
+
+// Where a is in actions, or -1.
+inline int position(const std::vector<Action>& actions, const Action& a) {
+  auto it = std::find(actions.begin(), actions.end(), a);
+  return it == actions.end() ? -1 : static_cast<int>(it - actions.begin());
+}
+
 // A layout for the generators: kind, ranks, chunks per rank, micro-batches; the rest default.
 inline ScheduleOptions layout(ScheduleKind kind, int pp, int vpp, int mb) {
   ScheduleOptions o;

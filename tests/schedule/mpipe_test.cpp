@@ -14,12 +14,8 @@
 namespace hp::schedule {
 namespace {
 
-std::string text(const std::vector<Action>& actions, size_t begin = 0, size_t end = ~size_t{0}) {
-  std::string out;
-  for (size_t i = begin; i < std::min(end, actions.size()); ++i)
-    out += (out.empty() ? "" : " ") + format_action(actions[i]);
-  return out;
-}
+using testing::position;
+using testing::text;
 
 ScheduleOptions mpipe_opts(int pp, int vpp, int mb) { return testing::layout(ScheduleKind::MPipe, pp, vpp, mb); }
 
@@ -39,11 +35,6 @@ int count(const Schedule& s, ActionType t) {
   int n = 0;
   for (const auto& rank : s.ranks) n += count(rank, t);
   return n;
-}
-
-int position(const std::vector<Action>& actions, const Action& a) {
-  auto it = std::find(actions.begin(), actions.end(), a);
-  return it == actions.end() ? -1 : static_cast<int>(it - actions.begin());
 }
 
 Action mp(ActionType t, int micro = -1, int peer = -1) { return Action{t, 0, micro, peer}; }
