@@ -121,7 +121,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   if (!schedule::kind_from_name(kind, &s.kind) ||
       (!body.empty() && (s.kind != schedule::ScheduleKind::MPipe || !schedule::kind_from_name(body, &s.mpipe.body))))
     throw std::invalid_argument("--schedules: unknown schedule '" + name +
-                                "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, zb1p, mpipe (around interleaved), "
+                                "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around interleaved), "
                                 "mpipe/1f1b, mpipe/gpipe");
   if (s.kind == schedule::ScheduleKind::MPipe) {
     s.mpipe.transpose_layers = a.transpose_layers;
@@ -136,7 +136,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
     throw std::invalid_argument("--schedules no-pipelining runs the model on rank 0 alone: it does not combine with"
                                 " --dp or --tp; drop it from --schedules");
   s.pp = s.kind == schedule::ScheduleKind::NoPipelining ? 1 : world / mesh;  // no-pipelining: rank 0 alone
-  s.vpp = chunked ? a.vpp : 1;
+  s.vpp = s.kind == schedule::ScheduleKind::ZeroBubbleV ? 2 : chunked ? a.vpp : 1;
   o.schedule.micro_batches = a.mb;
   o.executor.pseudo_deallocate = a.pseudo_deallocate;
   runtime::validate_pipeline_options(o);
@@ -413,7 +413,7 @@ void print_op_profile(runtime::Pipeline& p, const std::vector<runtime::MicroBatc
 // This rank's share of its stages' gradients, in bytes.
 double rank_grad_bytes(const schedule::CostModel& cm, const schedule::ScheduleOptions& layout, int rank) {
   double bytes = 0;
-  for (int c = 0; c < layout.vpp; ++c) bytes += cm.stage(c * layout.pp + rank).grad_bytes;
+  for (int c = 0; c < layout.vpp; ++c) bytes += cm.stage(layout.stage_of(rank, c)).grad_bytes;
   return bytes;
 }
 
@@ -523,7 +523,7 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   std::vector<double> peaks;
   for (const auto& row : comm::all_gather_rows(group, {static_cast<double>(memory::peak_bytes())})) peaks.push_back(row[0]);
   const int stages = layout.num_stages();
-  const bool split = layout.kind == schedule::ScheduleKind::ZeroBubble1P;
+  const bool split = schedule::splits_backward(layout.kind);
   at::Tensor t = at::tensor(calibrate(model, micros[0], stages, 5, at.tp, split), at::kDouble);
   p.zero_grad();
   if (group) group->all_reduce(t);
@@ -568,18 +568,20 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   for (int r = 0; r < layout.pp; ++r) {
     double busy = 0;
     for (int c = 0; c < layout.vpp; ++c)
-      busy += a.mb * (cm.forward_time(c * layout.pp + r) + cm.backward_time(c * layout.pp + r));
+      busy += a.mb * (cm.forward_time(layout.stage_of(r, c)) + cm.backward_time(layout.stage_of(r, c)));
     ideal = std::max(ideal, busy);
   }
   // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB)
   // interleaved; ZB-H1's (PP-1)(F+B-2W) over MB (F+B), stage 0's costs (at v
-  // 1: the zero-bubble paper states none for its interleaved form).
+  // 1: the zero-bubble paper states none for its interleaved form, nor for
+  // ZB-V beyond F = I = W).
   nlohmann::json theory = nullptr;
   if (layout.kind == schedule::ScheduleKind::ZeroBubble1P) {
     const schedule::StageCost c = cm.stage(0);
     if (layout.vpp == 1 && layout.pp > 1)
       theory = (layout.pp - 1) * (c.f + c.b - 2 * c.weight_backward()) / (a.mb * (c.f + c.b));
-  } else if (layout.kind != schedule::ScheduleKind::MPipe && layout.pp > 1) {
+  } else if (layout.kind != schedule::ScheduleKind::MPipe && layout.kind != schedule::ScheduleKind::ZeroBubbleV &&
+             layout.pp > 1) {
     theory = static_cast<double>(layout.pp - 1) / (layout.vpp * a.mb);
   }
   const nlohmann::json tensor_parallel =
@@ -791,7 +793,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages; default 4)");
 
   cmd->add_option("--schedules", a->schedules,
-                  "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, mpipe (around interleaved), "
+                  "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around interleaved), "
                   "mpipe/1f1b, mpipe/gpipe")
       ->capture_default_str();
   cmd->add_option("--vpp", a->vpp, "chunks per rank for interleaved and mpipe")->capture_default_str();

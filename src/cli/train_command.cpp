@@ -184,6 +184,7 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const auto& s = job.options.pipeline.schedule;
   if (!pg || pg->rank() == 0) {
     std::cout << "hyperpipe train: " << a.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
+    if (s.placement() == schedule::Placement::V) std::cout << " placement=v";
     if (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.body != schedule::ScheduleKind::Interleaved)
       std::cout << " body=" << schedule::kind_name(s.mpipe.body);
     if (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.overflow == schedule::Overflow::Auto)

@@ -169,7 +169,7 @@ bool name_ends_with(const std::string& name, const std::string& suffix);
 // Every chunk of a partition, indexed by global stage.
 std::vector<std::shared_ptr<GPTChunk>> build_gpt_chunks(const TransformerConfig& config,
                                                         const Partition& partition);
-// The chunks one pipeline rank holds, indexed by chunk (stage = chunk * pp + rank).
+// The chunks one pipeline rank holds, indexed by chunk (stage = partition.stage(rank, chunk)).
 std::vector<std::shared_ptr<GPTChunk>> build_rank_chunks(const TransformerConfig& config,
                                                          const Partition& partition, int rank);
 // The single-process reference: pp = 1, vpp = 1, one chunk holding the whole

@@ -41,8 +41,9 @@ void add_mtp_metrics(runtime::RankModel& m, int depth, std::shared_ptr<MultiToke
 }
 
 Partition gpt_partition(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout) {
-  if (o.layers_per_stage.empty()) return Partition::even(o.config.num_layers, layout.pp, layout.vpp);
-  return Partition::from_counts(o.config.num_layers, layout.pp, layout.vpp, o.layers_per_stage);
+  if (o.layers_per_stage.empty())
+    return Partition::even(o.config.num_layers, layout.pp, layout.vpp, layout.placement());
+  return Partition::from_counts(o.config.num_layers, layout.pp, layout.vpp, o.layers_per_stage, layout.placement());
 }
 
 void check_gpt_layout(const GPTStagesOptions& o, const schedule::ScheduleOptions& layout) {

@@ -59,10 +59,10 @@ runtime::RankModel build_hybrid_stages(const HybridStagesOptions& o, const sched
   runtime::RankModel m;
   std::shared_ptr<MultiTokenPrediction> mtp;
   for (int c = 0; c < layout.vpp; ++c) {
-    auto chunk = build_hybrid_chunk(config, layout, c * layout.pp + rank);
+    auto chunk = build_hybrid_chunk(config, layout, layout.stage_of(rank, c));
     if (chunk->mtp()) mtp = chunk->mtp();
     runtime::PipelineStage st;
-    st.index = c * layout.pp + rank;
+    st.index = layout.stage_of(rank, c);
     st.parameters = runtime::parameters_of(*chunk);
     const auto shards = tensor_parallel_shards(*chunk);
     m.tensor_parallel.insert(shards.begin(), shards.end());

@@ -20,8 +20,10 @@ std::string stages_text(int pp, int vpp) {
 
 }  // namespace
 
-Partition::Partition(int pp, int vpp, std::vector<int> counts)
-    : pp_(pp), vpp_(vpp), num_layers_(0), counts_(std::move(counts)) {
+Partition::Partition(int pp, int vpp, std::vector<int> counts, schedule::Placement placement)
+    : pp_(pp), vpp_(vpp), num_layers_(0), placement_(placement), counts_(std::move(counts)) {
+  if (placement == schedule::Placement::V && vpp != 2)
+    bad_partition("V placement holds two chunks per rank: schedule.vpp must be 2, got " + std::to_string(vpp));
   begins_.reserve(counts_.size() + 1);
   for (int c : counts_) {
     begins_.push_back(num_layers_);
@@ -30,7 +32,7 @@ Partition::Partition(int pp, int vpp, std::vector<int> counts)
   begins_.push_back(num_layers_);
 }
 
-Partition Partition::even(int num_layers, int pp, int vpp) {
+Partition Partition::even(int num_layers, int pp, int vpp, schedule::Placement placement) {
   check_degrees(pp, vpp);
   if (num_layers < 1) bad_partition("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
   const int stages = pp * vpp;
@@ -41,10 +43,11 @@ Partition Partition::even(int num_layers, int pp, int vpp) {
   }
   std::vector<int> counts(stages, num_layers / stages);
   for (int s = 0; s < num_layers % stages; ++s) ++counts[s];
-  return Partition(pp, vpp, std::move(counts));
+  return Partition(pp, vpp, std::move(counts), placement);
 }
 
-Partition Partition::from_counts(int num_layers, int pp, int vpp, std::vector<int> counts) {
+Partition Partition::from_counts(int num_layers, int pp, int vpp, std::vector<int> counts,
+                                 schedule::Placement placement) {
   check_degrees(pp, vpp);
   if (num_layers < 1) bad_partition("model.num_layers must be a positive integer, got " + std::to_string(num_layers));
   const int stages = pp * vpp;
@@ -64,7 +67,7 @@ Partition Partition::from_counts(int num_layers, int pp, int vpp, std::vector<in
     bad_partition("model.layers_per_stage sums to " + std::to_string(sum) + " but model.num_layers is " +
          std::to_string(num_layers) + ": the counts must add up to the number of layers");
   }
-  return Partition(pp, vpp, std::move(counts));
+  return Partition(pp, vpp, std::move(counts), placement);
 }
 
 void Partition::check_stage(int stage) const {
@@ -81,12 +84,12 @@ int Partition::stage(int rank, int chunk) const {
   if (chunk < 0 || chunk >= vpp_) {
     bad_partition("chunk " + std::to_string(chunk) + " is out of range for schedule.vpp " + std::to_string(vpp_));
   }
-  return chunk * pp_ + rank;
+  return schedule::placed_stage(placement_, pp_, rank, chunk);
 }
 
 int Partition::rank_of(int stage) const {
   check_stage(stage);
-  return stage % pp_;
+  return schedule::placed_rank(placement_, pp_, stage);
 }
 
 int Partition::chunk_of(int stage) const {

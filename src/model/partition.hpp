@@ -1,7 +1,8 @@
 // Partition: which transformer layers each pipeline stage holds.
 //
 // num_layers consecutive layers are split over pp * vpp stages, numbered
-// globally loop style (stage s = chunk * pp + rank, as in the schedule IR).
+// globally in the schedule's placement (schedule.hpp: loop, stage s = chunk *
+// pp + rank, or V), so a stage holds the same layers under either placement.
 // Stage s holds the half-open global layer range [begin(s), end(s)); ranges are
 // consecutive in stage order and cover [0, num_layers). Stage 0 additionally
 // holds the embedding, the last stage (pp * vpp - 1) the final norm and head.
@@ -11,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "schedule/schedule.hpp"
+
 namespace hp::model {
 
 class Partition {
@@ -19,17 +22,20 @@ class Partition {
   // stages. Requires num_layers >= pp * vpp (every stage gets a layer); use
   // from_counts for empty stages. Throws std::invalid_argument naming
   // model.num_layers / schedule.pp / schedule.vpp.
-  static Partition even(int num_layers, int pp, int vpp = 1);
+  static Partition even(int num_layers, int pp, int vpp = 1,
+                        schedule::Placement placement = schedule::Placement::Loop);
 
   // Explicit per-stage counts, indexed by global stage (pp * vpp of them, each
   // >= 0, zeros make empty stages, summing to num_layers). Throws
   // std::invalid_argument naming model.layers_per_stage.
-  static Partition from_counts(int num_layers, int pp, int vpp, std::vector<int> counts);
+  static Partition from_counts(int num_layers, int pp, int vpp, std::vector<int> counts,
+                               schedule::Placement placement = schedule::Placement::Loop);
 
   int pp() const { return pp_; }
   int vpp() const { return vpp_; }
   int num_stages() const { return pp_ * vpp_; }
   int num_layers() const { return num_layers_; }
+  schedule::Placement placement() const { return placement_; }
 
   // Global stage <-> (rank, chunk). Arguments out of range throw std::invalid_argument.
   int stage(int rank, int chunk) const;
@@ -57,12 +63,13 @@ class Partition {
   friend bool operator!=(const Partition& a, const Partition& b) { return !(a == b); }
 
  private:
-  Partition(int pp, int vpp, std::vector<int> counts);
+  Partition(int pp, int vpp, std::vector<int> counts, schedule::Placement placement);
   void check_stage(int stage) const;
 
   int pp_;
   int vpp_;
   int num_layers_;
+  schedule::Placement placement_;
   std::vector<int> counts_;  // per stage
   std::vector<int> begins_;  // per stage, plus num_layers_ at the end
 };

@@ -216,7 +216,7 @@ at::Tensor Executor::stage_input(int s, int m) {
                              ") has no input: the micro-batch's data was not read on this rank");
     return micro(m).input;
   }
-  if (layout_.pp == 1) {  // both stages live on this rank
+  if (layout_.rank_of(s - 1) == rank_) {  // both stages live on this rank (pp 1, V's turn)
     at::Tensor x = stage(s - 1).output(m);
     if (layout_.forward_only) stage(s - 1).release(m);
     return x;
@@ -246,7 +246,8 @@ void Executor::backward(const Action& a) {
   Stage& st = stage(a.stage);
   at::Tensor grad;
   if (!st.is_last()) {
-    grad = layout_.pp == 1 ? stage(a.stage + 1).take_input_grad(a.micro) : take_recv(kGrad, a.stage + 1, a.micro);
+    grad = layout_.rank_of(a.stage + 1) == rank_ ? stage(a.stage + 1).take_input_grad(a.micro)
+                                                 : take_recv(kGrad, a.stage + 1, a.micro);
   }
   if (a.type == ActionType::BWD_I)
     st.backward_input(a.micro, grad);

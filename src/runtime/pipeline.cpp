@@ -27,10 +27,10 @@ bool any_trainable(const NamedTensors& params) {
   return false;
 }
 
-// The stages a rank must hand in: chunk c runs global stage c * pp + rank.
+// The stages a rank must hand in: chunk c runs global stage s.stage_of(rank, c).
 std::set<int> expected_stages(const schedule::ScheduleOptions& s, int rank) {
   std::set<int> out;
-  for (int c = 0; c < s.vpp; ++c) out.insert(c * s.pp + rank);
+  for (int c = 0; c < s.vpp; ++c) out.insert(s.stage_of(rank, c));
   return out;
 }
 
@@ -186,7 +186,10 @@ std::vector<int> Pipeline::input_micros() const {
   return out;
 }
 
-bool Pipeline::reads_targets() const { return rank_ == options_.schedule.pp - 1; }
+bool Pipeline::reads_targets() const {
+  const auto& s = options_.schedule;
+  return rank_ == s.rank_of(s.num_stages() - 1);
+}
 
 Reads Pipeline::reads() const { return Reads{input_micros(), reads_targets(), rank_ == 0}; }
 

@@ -2,8 +2,9 @@
 // runtime (torch.distributed.pipelining's PipelineStage(submodule, stage_index)).
 //
 // The runtime never builds models: any callable that LibTorch autograd can
-// differentiate is a stage. Stages are numbered globally, loop style: stage
-// s = chunk * pp + rank, so rank r holds stages r, r + pp, ..., r + (v-1) pp.
+// differentiate is a stage. Stages are numbered globally in the schedule's
+// placement (ScheduleOptions::stage_of): loop, s = chunk * pp + rank, so rank
+// r holds stages r, r + pp, ..., r + (v-1) pp; or V (zbv), r and 2 pp - 1 - r.
 // runtime/module_stage.hpp turns a torch::nn::Module into a PipelineStage.
 #pragma once
 

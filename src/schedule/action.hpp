@@ -1,6 +1,7 @@
 // The per-rank action IR: one Action is one step a pipeline rank executes.
 //
-// Stages are numbered globally, loop style: stage s = chunk * PP + rank. Every
+// Stages are numbered globally, in the layout's placement (schedule.hpp: loop,
+// stage s = chunk * PP + rank, or V). Every
 // action names the stage it belongs to, the micro-batch it works on (-1 when
 // it has none: MPIPE_PARAM_BROADCAST, MPIPE_GRAD_REDUCE) and, for
 // communication, the peer rank (-1 for compute and collectives).

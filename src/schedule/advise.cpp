@@ -112,6 +112,13 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
       o.kind = ScheduleKind::Interleaved;
       layouts.push_back(o);
     }
+    // Zero bubble: the backward split into I and W (half of B each).
+    o.kind = ScheduleKind::ZeroBubble1P;
+    layouts.push_back(o);
+    if (v == 2) {
+      o.kind = ScheduleKind::ZeroBubbleV;
+      layouts.push_back(o);
+    }
     o.kind = ScheduleKind::MPipe;
     // One chunk per rank: MPipe also over 1F1B (fewer activations in flight) and GPipe.
     const std::vector<ScheduleKind> bodies =
@@ -137,9 +144,10 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
   for (const auto& o : layouts) {
     Candidate c;
     c.options = o;
-    c.name = o.kind == ScheduleKind::MPipe        ? mpipe_name(o)
-             : o.kind == ScheduleKind::OneFOneB ? "1f1b"
-                                                : "interleaved v=" + std::to_string(o.vpp);
+    c.name = o.kind == ScheduleKind::MPipe         ? mpipe_name(o)
+             : o.kind == ScheduleKind::OneFOneB  ? "1f1b"
+             : o.kind == ScheduleKind::ZeroBubbleV ? "zbv"
+                                                   : std::string(kind_name(o.kind)) + " v=" + std::to_string(o.vpp);
     Schedule s;
     try {
       s = generate(o);

@@ -113,6 +113,58 @@ Order zero_bubble_1p(const ScheduleOptions& o) {
   return out;
 }
 
+// PyTorch's ScheduleZBVZeroBubble, rank by rank, in V placement: chunk 0 is
+// stage r, chunk 1 stage 2PP-1-r. Warm-up: 2(PP-r)-1 chunk-0 forwards, r
+// pairs of chunk-1 and chunk-0 forwards, then PP-r rounds of a chunk-1
+// forward with its I and W at once. Steady: a chunk-0 F, I, W and a chunk-1
+// F, I, W per round. Cool-down: r pairs of I's with the W's held back, PP-r
+// chunk-0 I's each with the oldest chunk-0 W, then every held-back W, chunk 1's
+// first. PyTorch plans at least 2PP-1 micro-batches and drops the actions of
+// those beyond MB; so does this, which keeps its orders at any MB.
+Order zero_bubble_v(const ScheduleOptions& o) {
+  const int pp = o.pp, mb = o.micro_batches, planned = std::max(2 * pp - 1, mb);
+  Order out(pp);
+  for (int r = 0; r < pp; ++r) {
+    const int s0 = o.stage_of(r, 0), s1 = o.stage_of(r, 1);
+    auto& ops = out[r];
+    ops.reserve(6 * static_cast<size_t>(planned));
+    auto add = [&](Action a) {
+      if (a.micro < mb) ops.push_back(a);
+    };
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    for (int i = 0; i < 2 * (pp - r) - 1; ++i) add(fwd(s0, f0++));
+    for (int i = 0; i < r; ++i) {
+      add(fwd(s1, f1++));
+      add(fwd(s0, f0++));
+    }
+    for (int i = 0; i < pp - r; ++i) {
+      add(fwd(s1, f1++));
+      add(bwd_input(s1, b1));
+      add(bwd_weight(s1, b1++));
+    }
+    while (f1 < f0 || f0 < planned) {
+      if (f0 < planned) add(fwd(s0, f0++));
+      add(bwd_input(s0, b0));
+      add(bwd_weight(s0, b0++));
+      add(fwd(s1, f1++));
+      add(bwd_input(s1, b1));
+      add(bwd_weight(s1, b1++));
+    }
+    int w0 = b0, w1 = b1;
+    for (int i = 0; i < r; ++i) {
+      add(bwd_input(s0, b0++));
+      add(bwd_input(s1, b1++));
+    }
+    for (int i = 0; i < pp - r; ++i) {
+      add(bwd_input(s0, b0++));
+      add(bwd_weight(s0, w0++));
+    }
+    while (w1 < b1) add(bwd_weight(s1, w1++));
+    while (w0 < b0) add(bwd_weight(s0, w0++));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<MicroChunk> interleaved_table(int micro_batches, int vpp, int group) {
@@ -140,6 +192,7 @@ Order training_order(const ScheduleOptions& o) {
     case ScheduleKind::OneFOneB: return one_f_one_b(o);
     case ScheduleKind::Interleaved: return interleaved(o);
     case ScheduleKind::ZeroBubble1P: return zero_bubble_1p(o);
+    case ScheduleKind::ZeroBubbleV: return zero_bubble_v(o);
     case ScheduleKind::MPipe: {
       ScheduleOptions body = o;
       body.kind = o.mpipe.body;

@@ -48,7 +48,7 @@ struct Layout {
   int pp = 1;
   int stages = 1;
   int micro_batches = 1;
-  std::vector<int> stage_rank;  // stage % pp, looked up: the placement asks per message, and division is slow
+  std::vector<int> stage_rank;  // ScheduleOptions::rank_of, looked up: asked per message, and division is slow
   int rank_of(int stage) const { return stage_rank[stage]; }
   // Forward, the input backward (BWD or BWD_I: a (stage, micro) has one of
   // the two) and BWD_W: three classes of compute.
@@ -231,7 +231,7 @@ BodyComms::BodyComms(const ScheduleOptions& o, std::vector<std::vector<Action>> 
   l.pp = o.pp;
   l.stages = o.num_stages();
   l.micro_batches = o.micro_batches;
-  for (int st = 0; st < l.stages; ++st) l.stage_rank.push_back(st % l.pp);
+  for (int st = 0; st < l.stages; ++st) l.stage_rank.push_back(o.rank_of(st));
   check_compute(l, compute);
   const std::vector<int> end = asap_end_times(l, compute);
 

@@ -103,6 +103,11 @@ void check_options(const ScheduleOptions& o) {
     case ScheduleKind::Interleaved:
     case ScheduleKind::ZeroBubble1P:
     case ScheduleKind::MPipe: check_group_size(o); break;
+    case ScheduleKind::ZeroBubbleV:
+      if (o.vpp != 2)
+        reject("schedule.kind zbv runs two chunks per rank in V placement (rank r holds stages r and 2 x schedule.pp - 1 - r):"
+               " use schedule.vpp 2 (got schedule.vpp " + str(o.vpp) + ")");
+      break;
   }
   if (o.layers > 0 && o.layers < o.num_stages())
     reject("schedule.layers must be >= schedule.pp * schedule.vpp = " + str(o.num_stages()) +

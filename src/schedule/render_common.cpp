@@ -95,6 +95,7 @@ std::string title_line(const Schedule& s, const SimulationReport& r) {
   const ScheduleOptions& o = s.options;
   std::string out(kind_name(o.kind));
   out += " pp=" + std::to_string(s.pp()) + " v=" + std::to_string(o.vpp) + " mb=" + std::to_string(o.micro_batches);
+  if (o.placement() == Placement::V) out += " placement=v";
   if (o.kind == ScheduleKind::MPipe) {
     if (o.mpipe.body != ScheduleKind::Interleaved) out += " body=" + std::string(kind_name(o.mpipe.body));
     out += " T=" + std::to_string(o.mpipe.transpose_layers);

@@ -5,13 +5,14 @@
 
 namespace hp::schedule {
 namespace {
-constexpr std::array<std::pair<ScheduleKind, std::string_view>, 6> kKinds = {{
+constexpr std::array<std::pair<ScheduleKind, std::string_view>, 7> kKinds = {{
     {ScheduleKind::NoPipelining, "no-pipelining"},
     {ScheduleKind::GPipe, "gpipe"},
     {ScheduleKind::OneFOneB, "1f1b"},
     {ScheduleKind::Interleaved, "interleaved"},
     {ScheduleKind::MPipe, "mpipe"},
     {ScheduleKind::ZeroBubble1P, "zb1p"},
+    {ScheduleKind::ZeroBubbleV, "zbv"},
 }};
 }  // namespace
 
@@ -29,7 +30,7 @@ std::string kind_names() {
 
 int default_vpp(const ScheduleOptions& o) {
   const ScheduleKind k = o.kind == ScheduleKind::MPipe ? o.mpipe.body : o.kind;
-  return k == ScheduleKind::Interleaved ? 2 : 1;
+  return k == ScheduleKind::Interleaved || k == ScheduleKind::ZeroBubbleV ? 2 : 1;
 }
 
 bool kind_from_name(std::string_view name, ScheduleKind* out) {

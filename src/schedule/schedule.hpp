@@ -11,12 +11,31 @@
 namespace hp::schedule {
 
 // ZeroBubble1P: ZB-H1 at v 1, PyTorch's ScheduleInterleavedZeroBubble at any
-// v; its backward is split into BWD_I and BWD_W (action.hpp).
-enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe, ZeroBubble1P };
+// v; ZeroBubbleV: PyTorch's ScheduleZBVZeroBubble, two chunks per rank in V
+// placement. Both split the backward into BWD_I and BWD_W (action.hpp).
+enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe, ZeroBubble1P, ZeroBubbleV };
+// Whether the schedule runs each backward as BWD_I then BWD_W (zb1p, zbv).
+constexpr bool splits_backward(ScheduleKind k) {
+  return k == ScheduleKind::ZeroBubble1P || k == ScheduleKind::ZeroBubbleV;
+}
 std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
 bool kind_from_name(std::string_view name, ScheduleKind* out);
 // Every kind's name, comma-separated, for help texts and refusals.
 std::string kind_names();
+
+// Where the stages run. Loop: stage = chunk * pp + rank, so rank r holds
+// r, r + pp, ... (Megatron's and PyTorch's interleaving). V: two chunks per
+// rank, rank r holding stages r and 2 pp - 1 - r, so rank 0 holds the first
+// and the last stage and a micro-batch's forward turns round on rank pp - 1
+// without a message (PyTorch's style "v": ZBV, DualPipeV).
+enum class Placement { Loop, V };
+// A rank's chunk as a global stage under a placement, and the stage's rank.
+inline int placed_stage(Placement p, int pp, int rank, int chunk) {
+  return p == Placement::V && chunk == 1 ? 2 * pp - 1 - rank : chunk * pp + rank;
+}
+inline int placed_rank(Placement p, int pp, int stage) {
+  return p == Placement::V && stage >= pp ? 2 * pp - 1 - stage : stage % pp;
+}
 
 // Owners of the micro-batches beyond the first round (spec section 2):
 // "full" round-robin, "min" rank 0 inline; "auto" an explicit owner per
@@ -56,6 +75,16 @@ struct ScheduleOptions {
   bool forward_only = false;
 
   int num_stages() const { return pp * vpp; }
+  // The schedule's placement (its body's under MPipe): V for zbv, else Loop.
+  Placement placement() const {
+    return (kind == ScheduleKind::MPipe ? mpipe.body : kind) == ScheduleKind::ZeroBubbleV ? Placement::V
+                                                                                          : Placement::Loop;
+  }
+  // A rank's chunk as a global stage, and back; every stage-to-rank question
+  // of the engine and the runtime goes through these three.
+  int stage_of(int rank, int chunk) const { return placed_stage(placement(), pp, rank, chunk); }
+  int rank_of(int stage) const { return placed_rank(placement(), pp, stage); }
+  int chunk_of(int stage) const { return stage / pp; }
   // G as the interleaved schedule uses it. The default is PP; when MB > PP is
   // not a multiple of PP it is the smallest G > PP whose last group is empty
   // or holds at least PP micro-batches (Megatron's condition: a shorter last
@@ -78,7 +107,7 @@ struct ScheduleOptions {
 };
 
 // The chunks per rank a schedule runs when the user names none: 2 for
-// interleaved 1F1B and MPipe over it; 1 for every other schedule and body.
+// interleaved 1F1B, zbv and MPipe over them; 1 for every other schedule and body.
 int default_vpp(const ScheduleOptions& o);
 
 struct Schedule {
@@ -87,8 +116,8 @@ struct Schedule {
 
   int pp() const { return static_cast<int>(ranks.size()); }
   int num_stages() const { return options.num_stages(); }
-  int stage_rank(int stage) const { return stage % options.pp; }
-  int stage_chunk(int stage) const { return stage / options.pp; }
+  int stage_rank(int stage) const { return options.rank_of(stage); }
+  int stage_chunk(int stage) const { return options.chunk_of(stage); }
 };
 
 // Owner rank of micro m's preprocess forward under MPipe (spec section 2):

@@ -333,6 +333,11 @@ void infer_options(Schedule& s) {
                                 ", so there are " + std::to_string(stages) + " stages, which is not a multiple of the " +
                                 std::to_string(pp) + " ranks (expected stages = pp * vpp)");
   }
+  // Computes of stages beyond the first pp on row 2pp-1-stage: V placement.
+  bool v_placed = vpp == 2 && pp > 1;
+  for (int r = 0; r < pp && v_placed; ++r)
+    for (const Action& a : s.ranks[r])
+      if (is_compute(a.type) && a.stage >= pp && 2 * pp - 1 - a.stage != r) v_placed = false;
   ScheduleOptions o;
   o.pp = pp;
   o.vpp = vpp;
@@ -344,6 +349,8 @@ void infer_options(Schedule& s) {
   if (mpipe) {
     s.options.kind = ScheduleKind::MPipe;
     s.options.mpipe = infer_mpipe(s);
+  } else if (v_placed) {
+    s.options.kind = ScheduleKind::ZeroBubbleV;
   } else if (split) {
     s.options.kind = ScheduleKind::ZeroBubble1P;
   } else if (vpp > 1) {

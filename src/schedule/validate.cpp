@@ -76,7 +76,7 @@ class Validator {
  private:
   const Action& act(int rank, int pos) const { return s_.ranks[rank][pos]; }
   std::string tok(int rank, int pos) const { return format_action(act(rank, pos)); }
-  int rank_of_stage(int stage) const { return stage % o_.pp; }
+  int rank_of_stage(int stage) const { return o_.rank_of(stage); }
   int rank_of_index(int gi) const {
     return static_cast<int>(std::upper_bound(offset_.begin(), offset_.end(), gi) - offset_.begin()) - 1;
   }

@@ -70,7 +70,7 @@ std::optional<MemoryEstimate> GptTask::memory_estimate(const schedule::ScheduleO
   for (int r = 0; r < layout.pp; ++r) {
     double params = 0;
     for (int c = 0; c < layout.vpp; ++c) {
-      const int s = c * layout.pp + r;
+      const int s = layout.stage_of(r, c);
       params += partition.count(s) * layer;
       chunk_layers = std::max(chunk_layers, partition.count(s));
       if (s == 0) params += embedding + m.max_seq_len * h;

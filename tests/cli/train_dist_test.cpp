@@ -305,6 +305,9 @@ TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
   expect_same_curve(train("--nproc 1 --schedule no-pipelining --vpp 1 --steps 6 --tie-embeddings --load " + dir + "/ck",
                           dir + "/pp1.jsonl"),
                     tail);
+  // V placement (rank 0 holds the first and the last stage) from a loop checkpoint.
+  expect_same_curve(train("--nproc 2 --schedule zbv --steps 6 --tie-embeddings --load " + dir + "/ck", dir + "/zbv.jsonl"),
+                    tail);
   // A checkpoint of another model is refused before any rank starts.
   const auto r = run_command(hyperpipe() + " train --nproc 2 --schedule 1f1b --vpp 1 --layers 4 --load " + dir + "/ck");
   EXPECT_NE(r.exit_code, 0);

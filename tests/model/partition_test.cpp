@@ -44,6 +44,24 @@ TEST(Partition, EvenSplitOneLayerPerStageLoopStyle) {
   expect_consistent(p);
 }
 
+// V placement: rank r holds stages r and 2 pp - 1 - r; the layers per stage stay.
+TEST(Partition, VPlacementMapsRankRToStagesRAndTwoPPMinusOneMinusR) {
+  const auto p = Partition::even(8, 4, 2, schedule::Placement::V);
+  EXPECT_EQ(p.counts(), Partition::even(8, 4, 2).counts());
+  EXPECT_EQ(p.stage(0, 1), 7);
+  EXPECT_EQ(p.stage(3, 1), 4);
+  EXPECT_EQ(p.rank_of(7), 0);
+  EXPECT_EQ(p.rank_of(5), 2);
+  EXPECT_EQ(p.chunk_of(5), 1);
+  expect_consistent(p);
+  try {
+    Partition::even(12, 4, 3, schedule::Placement::V);
+    ADD_FAILURE() << "V placement with three chunks per rank was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "V placement holds two chunks per rank: schedule.vpp must be 2, got 3");
+  }
+}
+
 TEST(Partition, EvenSplitRemainderGoesToFirstStages) {
   const auto p = Partition::even(10, 2, 2);
   EXPECT_EQ(p.counts(), (std::vector<int>{3, 3, 2, 2}));

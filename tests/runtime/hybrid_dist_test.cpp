@@ -47,7 +47,9 @@ INSTANTIATE_TEST_SUITE_P(
         HybridJob{"1f1b", 2, 1, 2, {"M*E|-M*/*-:1:0:3", "M*E|-M/E:0:1:4"}},
         HybridJob{"no-pipelining", 1, 1, 2, {"ME*-/*-:1:0:2"}},
         // The split backward (ZB1P) over the empty-segment, MTP recipe.
-        HybridJob{"zb1p", 2, 2, 1, {"M*||E-|M/-*:1:1:3", "M*|E|-|M:1:0:4"}}),
+        HybridJob{"zb1p", 2, 2, 1, {"M*||E-|M/-*:1:1:3", "M*|E|-|M:1:0:4"}},
+        // V placement: segments 0 and 3 (the MTP depths) on rank 0, the empty one on rank 1.
+        HybridJob{"zbv", 2, 2, 1, {"M*||E-|M/-*:1:1:3", "M*|E|-|M:1:0:4"}}),
     [](const auto& info) {
       return info.param.schedule.substr(0, info.param.schedule.find('-')) + "_pp" + std::to_string(info.param.pp) +
              "_v" + std::to_string(info.param.vpp) + "_tp" + std::to_string(info.param.tp);

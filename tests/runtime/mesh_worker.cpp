@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
       bool ok = worst < 1e-10;
       // A split backward's weight products run in its W, outside autograd: its
       // buckets launch at the flush after the stage's last W, not from hooks.
-      const bool split = o.schedule.kind == schedule::ScheduleKind::ZeroBubble1P;
+      const bool split = schedule::splits_backward(o.schedule.kind);
       if (buckets > 1 && hooked == 0 && !split) ok = false, worst_name += "; no bucket was launched during a backward";
       std::cout << (ok ? "OK   " : "FAIL ") << argv[1] << " pp=" << shape.pp << " vpp=" << argv[3] << " dp=" << shape.dp
                 << " tp=" << shape.tp << " cp=" << shape.cp << " case " << argv[i] << " rank " << world.rank() << " (replica " << replica

@@ -56,7 +56,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Job{"interleaved", 4, 2, kCases}, Job{"gpipe", 4, 1, {"3 1 1 0 0 0", "8 0 0 1 1 0"}},
                       // The split backward (I then W) of ZB1P, at v 1 (ZB-H1) and 2.
                       Job{"zb1p", 2, 1, kCases}, Job{"zb1p", 2, 2, kCases}, Job{"zb1p", 4, 1, kCases},
-                      Job{"zb1p", 4, 2, kCases}),
+                      Job{"zb1p", 4, 2, kCases},
+                      // V placement: rank 0 holds the first and the last stage.
+                      Job{"zbv", 2, 2, kCases}, Job{"zbv", 4, 2, kCases}),
     [](const auto& info) {
       return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_vpp" + std::to_string(info.param.vpp);
     });

@@ -126,6 +126,25 @@ TEST(Advise, ABroadcastEmbeddingMakesMPipeLoseAndSaysWhy) {
     }
 }
 
+// The zero-bubble schedules are candidates: zb1p at every v the layers
+// split into, zbv at v 2; with B = 2F split evenly into I and W, zb1p at v 1
+// beats 1F1B and holds no more than it (ZB-H1's promise).
+TEST(Advise, RanksTheZeroBubbleSchedulesBesideTheOthers) {
+  ModelProfile m;
+  m.layers = 8;
+  m.layer_f = 1;
+  m.layer_b = 2;
+  const Advice a = advise(m, 4, 8);
+  auto named = [&](const std::string& name) {
+    auto it = std::find_if(a.ranked.begin(), a.ranked.end(), [&](const Candidate& c) { return c.name == name; });
+    return it == a.ranked.end() ? nullptr : &*it;
+  };
+  for (const char* name : {"zb1p v=1", "zb1p v=2", "zbv"}) ASSERT_NE(named(name), nullptr) << name;
+  EXPECT_EQ(named("zbv")->options.vpp, 2);
+  EXPECT_LT(named("zb1p v=1")->step_time, best_of(a, ScheduleKind::OneFOneB).step_time);
+  EXPECT_LE(named("zb1p v=1")->peak_layer_activations, best_of(a, ScheduleKind::OneFOneB).peak_layer_activations);
+}
+
 TEST(Advise, RefusesABadProfileNamingTheField) {
   ModelProfile m;
   m.layers = 0;

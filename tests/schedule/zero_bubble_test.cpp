@@ -1,7 +1,8 @@
 // The split backward (BWD_I, BWD_W) through the schedule engine: its text
 // form, validation's rules for it, the ZB1P generator against PyTorch's
 // ScheduleInterleavedZeroBubble rank by rank, and the simulated bubble against
-// the zero-bubble paper's (PP-1)(F+B-2W).
+// the zero-bubble paper's (PP-1)(F+B-2W); V placement and the ZBV generator
+// against PyTorch's ScheduleZBVZeroBubble.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -192,6 +193,107 @@ TEST(ZeroBubble1P, ActivationsAreHeldUntilTheirW) {
     EXPECT_EQ(zb.ranks[r].peak_activations, 4 - r + r) << "rank " << r;
     EXPECT_EQ(zb.ranks[r].peak_awaiting_weight, r + 1) << "rank " << r;
     EXPECT_EQ(one.ranks[r].peak_awaiting_weight, 0);
+  }
+}
+
+// Rank r holds stages r and 2PP-1-r; loop placement is unchanged.
+TEST(VPlacement, RankROwnsStagesRAndTwoPPMinusOneMinusR) {
+  const ScheduleOptions v = layout(ScheduleKind::ZeroBubbleV, 4, 2, 8);
+  EXPECT_EQ(v.placement(), Placement::V);
+  const std::vector<std::array<int, 2>> want = {{0, 7}, {1, 6}, {2, 5}, {3, 4}};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(v.stage_of(r, 0), want[r][0]);
+    EXPECT_EQ(v.stage_of(r, 1), want[r][1]);
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(v.rank_of(v.stage_of(r, c)), r);
+      EXPECT_EQ(v.chunk_of(v.stage_of(r, c)), c);
+    }
+  }
+  const ScheduleOptions loop = layout(ScheduleKind::ZeroBubble1P, 4, 2, 8);
+  EXPECT_EQ(loop.placement(), Placement::Loop);
+  EXPECT_EQ(loop.stage_of(1, 1), 5);
+  EXPECT_EQ(loop.rank_of(5), 1);
+}
+
+// The forward turns round on rank PP-1 (stage PP-1 to PP) and the backward
+// likewise without a message; every other neighbour pair exchanges one per micro.
+TEST(VPlacement, TheTurnRoundOnTheLastRankSendsNothing) {
+  const Schedule s = generate(layout(ScheduleKind::ZeroBubbleV, 3, 2, 5));
+  int sends = 0;
+  for (int r = 0; r < 3; ++r)
+    for (const Action& a : s.ranks[r]) {
+      if (!is_send(a.type)) continue;
+      ++sends;
+      EXPECT_EQ(a.peer, s.options.rank_of(a.type == ActionType::SEND_F ? a.stage + 1 : a.stage - 1)) << format_action(a);
+      EXPECT_FALSE(a.type == ActionType::SEND_F && a.stage == 2) << format_action(a);
+      EXPECT_FALSE(a.type == ActionType::SEND_B && a.stage == 3) << format_action(a);
+    }
+  // 6 stages, 4 cross-rank boundaries each way, 5 micros.
+  EXPECT_EQ(sends, 2 * 4 * 5);
+}
+
+// Worked by hand from PyTorch's ScheduleZBVZeroBubble._calculate_single_rank_
+// operations: at MB 4 every phase runs; at MB 2 (below its 2PP-1) the actions
+// of the micro-batches it plans beyond MB are dropped.
+TEST(ZeroBubbleV, OrdersArePyTorchsRankByRank) {
+  const std::vector<Pinned> orders = {
+      {2, 2, 4,
+       {"0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 0I2 0W2 0I3 0W3",
+        "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 1I2 2I3 1I3 1W2 2W3 1W3"}},
+      {2, 2, 2, {"0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1", "1F0 2F0 1F1 2F1 2I0 2W0 1I0 1W0 2I1 2W1 1I1 1W1"}},
+  };
+  for (const Pinned& p : orders) {
+    const Schedule s = generate(layout(ScheduleKind::ZeroBubbleV, p.pp, p.vpp, p.mb));
+    EXPECT_EQ(compute_text(s), p.ranks) << "pp " << p.pp << " mb " << p.mb;
+  }
+}
+
+TEST(ZeroBubbleV, EveryLayoutValidatesSimulatesAndRoundTrips) {
+  for (int pp = 1; pp <= 6; ++pp)
+    for (int mb = 1; mb <= 3 * pp + 1; ++mb)
+      for (bool forward_only : {false, true}) {
+        ScheduleOptions o = layout(ScheduleKind::ZeroBubbleV, pp, 2, mb);
+        o.forward_only = forward_only;
+        const std::string where = "pp " + std::to_string(pp) + " mb " + std::to_string(mb);
+        const Schedule s = generate(o);
+        const auto v = validate(s);
+        ASSERT_TRUE(v.ok()) << where << " forward-only " << forward_only << "\n" << v.to_string();
+        EXPECT_GT(simulate(s, CostModel{}).step_time, 0) << where;
+        const Schedule back = from_csv(to_csv(s));
+        EXPECT_EQ(back.ranks, s.ranks) << where;
+        if (pp > 1) {
+          EXPECT_EQ(back.options.kind, ScheduleKind::ZeroBubbleV) << where;
+        }
+      }
+}
+
+// With F = I = W a chunk, rank r can start only after the r forwards that
+// reach it, so no schedule ends before 6 MB + PP - 1 (each rank computes 2
+// chunks x MB x (F + I + W)). ZBV meets that bound from MB = 2PP - 1 on (the
+// paper's zero bubble), and every rank peaks at 2PP chunk activations: PP
+// stages' worth, 1F1B's first rank, and the same on every rank.
+TEST(ZeroBubbleV, MeetsTheStartUpBoundWithBalancedMemory) {
+  CostModel c;
+  c.f = 1, c.i = 1, c.w = 1, c.b = 2;
+  for (int pp = 2; pp <= 6; ++pp)
+    for (int mb : {2 * pp - 1, 2 * pp, 3 * pp + 1}) {
+      const SimulationReport r = simulate(generate(layout(ScheduleKind::ZeroBubbleV, pp, 2, mb)), c);
+      EXPECT_DOUBLE_EQ(r.step_time, 6 * mb + pp - 1) << "pp " << pp << " mb " << mb;
+      for (int rank = 0; rank < pp; ++rank)
+        EXPECT_EQ(r.ranks[rank].peak_activations, 2 * pp) << "pp " << pp << " mb " << mb << " rank " << rank;
+    }
+}
+
+TEST(ZeroBubbleV, OtherChunkCountsAreRefusedInOneLine) {
+  for (int v : {1, 3}) {
+    try {
+      generate(layout(ScheduleKind::ZeroBubbleV, 4, v, 8));
+      ADD_FAILURE() << "zbv accepted schedule.vpp " << v;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "schedule.kind zbv runs two chunks per rank in V placement (rank r holds stages r and 2 x schedule.pp - 1 "
+                "- r): use schedule.vpp 2 (got schedule.vpp " + std::to_string(v) + ")");
+    }
   }
 }
 
