@@ -840,6 +840,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
         "bench", job_flags(), a->job,
         [a](int world) {
           if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
+          if (split(a->schedules).empty())
+            throw std::invalid_argument("--schedules names no schedule; give one or more, comma-separated (e.g. "
+                                        "1f1b,zb1p,zbv)");
           const int tp = a->model.tensor_parallel.size;
           if (a->dp < 1 || tp < 1)
             throw std::invalid_argument("--dp and --tp must be >= 1, got " + std::to_string(a->dp) + " and " +

@@ -18,9 +18,10 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return out + "]";
 }
 
-train::CheckpointInfo read_info(const std::string& dir) {
+// read_checkpoint_info, or with every shard verified (sizes and CRC-32, as --load does).
+train::CheckpointInfo read_info(const std::string& dir, bool verify) {
   try {
-    return train::read_checkpoint_info(dir);
+    return verify ? train::verify_checkpoint(dir) : train::read_checkpoint_info(dir);
   } catch (const std::invalid_argument& e) {
     // The loader names its --load flag; here the directory is the argument.
     std::string what = e.what();
@@ -29,8 +30,10 @@ train::CheckpointInfo read_info(const std::string& dir) {
   }
 }
 
+// Lists what meta.json records, then checks every shard: a damaged one is
+// named (std::invalid_argument) after the listing, as --load would refuse it.
 void list(const std::string& dir) {
-  const train::CheckpointInfo info = read_info(dir);
+  const train::CheckpointInfo info = read_info(dir, false);
   std::int64_t numel = 0;
   size_t width = 4;
   for (const auto& p : info.params) {
@@ -47,6 +50,9 @@ void list(const std::string& dir) {
   for (const auto& p : info.params)
     std::cout << std::left << std::setw(static_cast<int>(width) + 2) << p.name << std::setw(18) << shape_text(p.shape)
               << std::setw(10) << p.dtype << std::setw(7) << p.shard << (p.optimizer_state ? "adamw" : "-") << "\n";
+  std::cout << std::flush;
+  read_info(dir, true);
+  std::cout << "every shard present, of its recorded size and CRC-32\n";
 }
 
 }  // namespace

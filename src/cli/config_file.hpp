@@ -5,15 +5,19 @@
 // `owner-backward = true` -> `--owner-backward` (false: omitted),
 // `stage-cost = ["0:1:2", "1:1:2"]` -> `--stage-cost 0:1:2 --stage-cost 1:1:2`.
 // Flags after --config override the file (the CLI takes the last value).
-// Tables are not allowed: every key is a flag.
+// Tables are not allowed: every key is a flag. An array is allowed only for a
+// flag that takes several values, and no file names another (`config`).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace hp::cli {
 
 // Throws std::invalid_argument naming the file, the key and what is allowed.
-std::vector<std::string> expand_config_files(const std::vector<std::string>& args);
+// takes_many(flag) says whether a flag ("--stage-cost") takes several values.
+std::vector<std::string> expand_config_files(const std::vector<std::string>& args,
+                                             const std::function<bool(const std::string& flag)>& takes_many);
 
 }  // namespace hp::cli

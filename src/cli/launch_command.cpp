@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/option_flags.hpp"
 #include "launch/launcher.hpp"
 
 namespace hp::cli {
@@ -20,7 +21,8 @@ void add_launch_command(CLI::App& app, int* exit_code) {
     try {
       *exit_code = launch::launch_local(*opts);
     } catch (const std::exception& e) {
-      std::cerr << "hyperpipe launch: error: " << e.what() << "\n";
+      const FlagNames flags = {{"launch.nproc", "--nproc"}, {"launch.master_port", "--master-port"}};
+      std::cerr << "hyperpipe launch: error: " << with_flags(e.what(), flags) << "\n";
       *exit_code = 2;
     }
   });

@@ -17,13 +17,6 @@
 
 int main(int argc, char** argv) {
   hp::cli::set_self_args(argc, argv);
-  std::vector<std::string> args;
-  try {
-    args = hp::cli::expand_config_files({argv + 1, argv + argc});
-  } catch (const std::exception& e) {
-    std::cerr << "hyperpipe: error: " << e.what() << "\n";
-    return 2;
-  }
   CLI::App app{"hyperpipe: pipeline-parallel training on LibTorch"};
   // A flag given twice (in a --config file and on the command line) takes the last value.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -38,6 +31,21 @@ int main(int argc, char** argv) {
   hp::cli::add_generate_command(app, &exit_code);
 #endif
   hp::cli::add_launch_command(app, &exit_code);
+  std::vector<std::string> args;
+  try {
+    // Whether the subcommand's flag takes several values (a config array repeats it).
+    const std::string command = argc > 1 ? argv[1] : "";
+    auto takes_many = [&](const std::string& flag) {
+      for (const CLI::App* sub : app.get_subcommands({}))
+        if (sub->get_name() == command)
+          if (const CLI::Option* opt = sub->get_option_no_throw(flag)) return opt->get_items_expected_max() > 1;
+      return false;
+    };
+    args = hp::cli::expand_config_files({argv + 1, argv + argc}, takes_many);
+  } catch (const std::exception& e) {
+    std::cerr << "hyperpipe: error: " << e.what() << "\n";
+    return 2;
+  }
   try {
     std::reverse(args.begin(), args.end());  // CLI11 takes argument vectors in reverse order
     app.parse(args);

@@ -174,6 +174,11 @@ void run_plan(PlanArgs& a) {
   if (a.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(a.dp));
   parse_stage_costs(a);
   schedule::Schedule s = build(a);
+  for (const auto& [stage, cost] : a.costs.per_stage)
+    if (stage >= s.num_stages())
+      throw std::invalid_argument("--stage-cost: stage " + std::to_string(stage) + " is beyond the schedule's " +
+                                  std::to_string(s.num_stages()) + " stages (0.." + std::to_string(s.num_stages() - 1) +
+                                  ")");
   if (auto v = schedule::validate(s); !v.ok())
     throw std::invalid_argument("the schedule is invalid:\n" + v.to_string());
   if (a.compute_only) s = schedule::filter(s, schedule::is_compute);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -121,7 +122,12 @@ std::unique_ptr<TokenSource> text_file(const std::string& path) {
     throw std::invalid_argument("--data " + path + ": not a regular file (a text file is read whole)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("--data " + path + ": cannot open the text file");
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {  // libstdc++ throws from a failed read (e.g. /proc/self/mem)
+    throw std::invalid_argument("--data " + path + ": reading the text file failed (" + std::strerror(errno) + ")");
+  }
   if (bytes.empty()) throw std::invalid_argument("--data " + path + ": the text file is empty");
   return std::make_unique<ByteSource>(std::move(bytes), path + " (bytes)");
 }

@@ -558,13 +558,13 @@ class Launch {
 
 int launch_local(const LaunchOptions& opts) {
   if (opts.nproc < 1) {
-    throw std::invalid_argument("launch_local: nproc " + std::to_string(opts.nproc) + " must be at least 1");
+    throw std::invalid_argument("launch.nproc " + std::to_string(opts.nproc) + " must be at least 1");
   }
   if (opts.command.empty() || opts.command[0].empty()) {
     throw std::invalid_argument("launch_local: the command to run is empty");
   }
   if (opts.master_port < 0 || opts.master_port > 65535) {
-    throw std::invalid_argument("launch_local: master_port " + std::to_string(opts.master_port) +
+    throw std::invalid_argument("launch.master_port " + std::to_string(opts.master_port) +
                                 " must be in [0, 65535] (0: pick a free one)");
   }
   if (opts.shutdown_grace.count() < 0 || opts.job_timeout.count() < 0) {

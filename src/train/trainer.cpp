@@ -39,7 +39,7 @@ LrScheduleOptions lr_options(const TrainOptions& o) {
   return lr;
 }
 
-void validate_checkpoint_shape(const std::string& load, const Task& task);
+void validate_checkpoint_shape(const std::string& load, std::int64_t steps, const Task& task);
 
 // Tensor parallelism: the whole tensors of the split parameters and of their
 // optimizer state, for a checkpoint. Collective over the tp group.
@@ -114,17 +114,22 @@ void TrainOptions::validate(const Task& task) const {
     const int ranks = local ? std::atoi(local) : pipeline.schedule.pp * sharing * task.tensor_parallel();
     if (auto available = available_memory_bytes()) check_memory_fits(*estimate, std::max(1, ranks), *available);
   }
-  if (!load.empty()) validate_checkpoint_shape(load, task);
+  if (!load.empty()) validate_checkpoint_shape(load, steps, task);
 }
 
 namespace {
 
 // Every file of the checkpoint is checked (checksums) and its model compared with this run's,
 // key by key, naming the keys that differ (a key only one side has differs too, e.g. mHC's
-// streams; but older checkpoints lack the keys recorded later).
-void validate_checkpoint_shape(const std::string& load, const Task& task) {
+// streams; but older checkpoints lack the keys recorded later). A run that would train no
+// step past the checkpoint is refused too.
+void validate_checkpoint_shape(const std::string& load, std::int64_t steps, const Task& task) {
   static const std::set<std::string> kRecordedLater = {"seq-len", "mhc-sinkhorn-iterations"};
   const CheckpointInfo info = verify_checkpoint(load);
+  if (steps <= info.step)
+    throw std::invalid_argument("--steps " + std::to_string(steps) + " trains nothing after --load " + load +
+                                ", saved at step " + std::to_string(info.step) + ": give --steps above " +
+                                std::to_string(info.step));
   if (info.metadata_json.empty()) return;
   const auto saved = nlohmann::json::parse(info.metadata_json);
   const auto mine = nlohmann::json::parse(task.checkpoint_metadata());

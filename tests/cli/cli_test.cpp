@@ -40,6 +40,31 @@ TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
   expect_error("plan --from-csv " + dir + "/unmatched.csv", "rank 1");
 }
 
+// What a bad-input campaign still found (issue 32, part 8): each refused in
+// one line naming the flag the user typed, before anything starts.
+TEST(Cli, TheCampaignsLeftoversAreRefusedInOneLine) {
+  expect_error("launch --nproc 0 -- true", "hyperpipe launch: error: --nproc 0 must be at least 1");
+  expect_error("launch --nproc 2 --master-port 70000 -- true", "--master-port 70000 must be in [0, 65535]");
+  expect_error("bench --schedules ''", "--schedules names no schedule; give one or more, comma-separated");
+  expect_error("plan --schedule 1f1b --pp 4 --mb 8 --simulate --stage-cost 9:1:1",
+               "--stage-cost: stage 9 is beyond the schedule's 4 stages (0..3)");
+  const std::string dir = fresh_dir("campaign");
+  run_command("printf 'mb = [2, 4]\n' > " + dir + "/array.toml");
+  expect_error("plan --config " + dir + "/array.toml", "key 'mb' is an array of 2 values, but --mb takes one value");
+  run_command("printf 'config = \"x.toml\"\n' > " + dir + "/nested.toml");
+  expect_error("plan --config " + dir + "/nested.toml", "key 'config': a config file cannot name another");
+  // An array stays right for a flag that repeats.
+  run_command("printf 'stage-cost = [\"0:1:2\", \"1:3:6\"]\n' > " + dir + "/costs.toml");
+  const auto costs = run_command(hyperpipe() + " plan --schedule 1f1b --pp 2 --mb 1 --config " + dir +
+                                 "/costs.toml --simulate --format json");
+  EXPECT_EQ(costs.exit_code, 0) << costs.output;
+  EXPECT_NE(costs.output.find("\"step_time\": 12.0"), std::string::npos) << costs.output;
+  expect_error("train --data text:/proc/self/mem", "--data /proc/self/mem: reading the text file failed");
+  expect_error("train --schedule zbv --vpp 3",
+               "--schedule zbv runs two chunks per rank in V placement (rank r holds stages r and 2 x --nproc - 1 - r): "
+               "use --vpp 2 (got --vpp 3)");
+}
+
 TEST(PlanCli, DataParallelPrintsTheMesh) {
   const auto r = run_command(hyperpipe() + " plan --schedule 1f1b --pp 2 --mb 2 --dp 2");
   EXPECT_EQ(r.exit_code, 0) << r.output;

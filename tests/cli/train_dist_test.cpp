@@ -308,6 +308,23 @@ TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
   // V placement (rank 0 holds the first and the last stage) from a loop checkpoint.
   expect_same_curve(train("--nproc 2 --schedule zbv --steps 6 --tie-embeddings --load " + dir + "/ck", dir + "/zbv.jsonl"),
                     tail);
+  // A run that would train nothing past the checkpoint is refused before any rank starts.
+  const auto none = run_command(hyperpipe() + " train --nproc 2 --schedule 1f1b --vpp 1 --steps 3 --tie-embeddings --load " +
+                                dir + "/ck");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.output.find("--steps 3 trains nothing after --load " + dir + "/ck, saved at step 3: give --steps above 3"),
+            std::string::npos)
+      << none.output;
+  EXPECT_EQ(none.output.find("[rank"), std::string::npos) << none.output;
+  // checkpoint ls lists a damaged checkpoint, then names the shard --load would refuse.
+  const auto whole = run_command(hyperpipe() + " checkpoint ls " + dir + "/ck");
+  EXPECT_EQ(whole.exit_code, 0) << whole.output;
+  EXPECT_NE(whole.output.find("every shard present, of its recorded size and CRC-32"), std::string::npos) << whole.output;
+  run_command("cp -r " + dir + "/ck " + dir + "/cut && truncate -s -100 " + dir + "/cut/step-3/rank-1.pt");
+  const auto cut = run_command(hyperpipe() + " checkpoint ls " + dir + "/cut");
+  EXPECT_NE(cut.exit_code, 0);
+  EXPECT_NE(cut.output.find(": step 3, saved by 4 rank(s)"), std::string::npos) << cut.output;
+  EXPECT_NE(cut.output.find(dir + "/cut/step-3/rank-1.pt is truncated"), std::string::npos) << cut.output;
   // A checkpoint of another model is refused before any rank starts.
   const auto r = run_command(hyperpipe() + " train --nproc 2 --schedule 1f1b --vpp 1 --layers 4 --load " + dir + "/ck");
   EXPECT_NE(r.exit_code, 0);
