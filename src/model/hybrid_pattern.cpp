@@ -65,7 +65,7 @@ std::vector<int> HybridPattern::stage_layer_counts(int pp, int vpp) const {
     if (static_cast<int>(segment_sizes.size()) != stages)
       bad_pattern(std::to_string(segment_sizes.size()) + " pipeline segments, but schedule.pp " + std::to_string(pp) +
            " x schedule.vpp " + std::to_string(vpp) + " = " + std::to_string(stages) +
-           " stages need one each (segment s runs on stage s = vp_stage * pp + pp_rank)");
+           " stages need one each (segment s runs on global stage s)");
     return segment_sizes;
   }
   if (total < stages)
