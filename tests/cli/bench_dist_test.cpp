@@ -136,7 +136,12 @@ TEST(BenchDist, AFrozenVisionTowerIsBenchedAndSimulatedAsThePipelineRunsIt) {
   EXPECT_GE(mpipe.at("preprocess_ms").at(0).get<double>(), 8 * 2) << mpipe.dump();  // the tower's 8 blocks
   EXPECT_LT(mpipe.at("preprocess_ms").at(1).get<double>(), 0.1) << mpipe.dump();  // frozen: no backward
   // Rank 0 runs the tower inside every forward under 1F1B; MPipe spreads it over the warm-up.
-  EXPECT_LT(mpipe.at("simulated_ms").get<double>(), one.at("simulated_ms").get<double>()) << json.dump();
+  // Each row is simulated from its own calibration, which a loaded machine skews row by row,
+  // so the bound comes from the MPipe row alone: its busiest rank's work without the tower,
+  // plus the MB tower forwards rank 0 would run in line under 1F1B.
+  const double inline_tower = mpipe.at("ideal_ms").get<double>() + 4 * mpipe.at("preprocess_ms").at(0).get<double>();
+  EXPECT_LT(mpipe.at("simulated_ms").get<double>(), inline_tower) << json.dump();
+  EXPECT_EQ(one.at("preprocess_ms").at(0).get<double>(), 0.0) << one.dump();  // 1F1B: the tower is in stage 0
   EXPECT_FALSE(json.at("advisor").at("first_measured").get<std::string>().empty()) << json.dump();
   const auto bad = run_command(hyperpipe() + " bench --nproc 2 --freeze-vision");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
