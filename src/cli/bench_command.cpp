@@ -24,7 +24,7 @@
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
 #include "cli/spread.hpp"
-#include "cli/vision_flags.hpp"
+#include "cli/option_schema.hpp"
 #include "comm/process_group.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/action_trace.hpp"
@@ -46,28 +46,28 @@ namespace {
 
 namespace memory = runtime::tensor_memory;
 
+// What bench reads from the command line (option_schema.hpp).
 struct BenchArgs {
+  CommandValues values;
   JobOptions job;
-  std::string schedules = "gpipe,1f1b,interleaved";
-  int vpp = 2;  // for interleaved, and MPipe over it
-  int transpose_layers = 1;  // MPipe's T
-  std::string overflow = "full";
-  bool owner_backward = false;
-  std::string layers_per_stage;  // "" = even
-  int mb = 8;
-  int micro_batch_size = 2;
-  int seq_len = 32;
-  int steps = 4;
-  bool pseudo_deallocate = false;
-  bool overhead = false;
-  int profile_ops = 0;  // > 0: each rank prints its top operators of one step
-  bool comm = false;    // also src/comm against plain c10d (bench_comm.hpp)
-  int comm_rounds = 15;
-  int dp = 1;  // data-parallel replicas of the pipeline (the model's --tp splits each stage)
-  std::string model_name = "gpt";  // gpt or vl
-  model::TransformerConfig model;  // the GPT, or VL's text body
-  model::VisionConfig vision;      // --model vl
-  std::string json;
+  schedule::ScheduleOptions schedule;  // every row's --mb, --vpp (chunked rows), MPipe's T and owner backward
+  model::TransformerConfig model;      // the GPT, or VL's text body
+  model::VisionConfig vision;          // --model vl
+  train::LmDataOptions data;           // --micro-batch-size, --seq-len
+  runtime::ExecutorOptions executor;   // --pseudo-deallocate, as train
+  RegisteredFlags flags;
+
+  OptionRoots roots() {
+    OptionRoots r;
+    r.values = &values;
+    r.job = &job;
+    r.schedule = &schedule;
+    r.model = &model;
+    r.vision = &vision;
+    r.data = &data;
+    r.executor = &executor;
+    return r;
+  }
 };
 
 using Clock = std::chrono::steady_clock;
@@ -93,27 +93,27 @@ std::string row_label(const nlohmann::json& row) {
 // the embedded text, VL on its synthetic captioned images).
 std::unique_ptr<train::Task> bench_task(const BenchArgs& a) {
   std::vector<int> counts;
-  if (!a.layers_per_stage.empty()) counts = layer_counts_from_flag(a.layers_per_stage);
-  if (a.model_name != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
-  if (a.model_name == "gpt") {
+  if (!a.values.layers_per_stage.empty()) counts = layer_counts_from_flag(a.values.layers_per_stage);
+  if (a.values.model != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
+  if (a.values.model == "gpt") {
     train::GptTaskOptions g{a.model, counts, {}};
-    g.model.max_seq_len = a.seq_len;
-    g.data.micro_batch_size = a.micro_batch_size;
-    g.data.seq_len = a.seq_len;
+    g.model.max_seq_len = a.data.seq_len;
+    g.data.micro_batch_size = a.data.micro_batch_size;
+    g.data.seq_len = a.data.seq_len;
     return std::make_unique<train::GptTask>(g);
   }
   if (a.model.tensor_parallel.size > 1)
     throw std::invalid_argument("--tp " + std::to_string(a.model.tensor_parallel.size) +
                                 ": --model vl is not tensor-parallel; --tp works with --model gpt");
-  if (a.model_name == "vl") return std::make_unique<train::VlTask>(train::VlTaskOptions{a.model, a.vision, counts, a.micro_batch_size});
-  throw std::invalid_argument("--model " + a.model_name + ": allowed: gpt, vl");
+  if (a.values.model == "vl") return std::make_unique<train::VlTask>(train::VlTaskOptions{a.model, a.vision, counts, a.data.micro_batch_size});
+  throw std::invalid_argument("--model " + a.values.model + ": allowed: gpt, vl");
 }
 
 // A --schedules entry: a schedule's name, or "mpipe/BODY" for MPipe around
 // another body than the interleaved one ("mpipe").
 runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string& name, int world,
                                           const train::Task& task) {
-  const int mesh = a.dp * a.model.tensor_parallel.size;
+  const int mesh = a.values.dp * a.model.tensor_parallel.size;
   runtime::PipelineOptions o;
   auto& s = o.schedule;
   const auto slash = name.find('/');
@@ -124,9 +124,9 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
                                 "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around interleaved), "
                                 "mpipe/1f1b, mpipe/gpipe");
   if (s.kind == schedule::ScheduleKind::MPipe) {
-    s.mpipe.transpose_layers = a.transpose_layers;
-    s.mpipe.overflow = overflow_from_flag(a.overflow);
-    s.mpipe.owner_backward = a.owner_backward;
+    s.mpipe.transpose_layers = a.schedule.mpipe.transpose_layers;
+    s.mpipe.overflow = overflow_from_flag(a.values.overflow);
+    s.mpipe.owner_backward = a.schedule.mpipe.owner_backward;
     if (s.mpipe.overflow == schedule::Overflow::Auto)
       throw std::invalid_argument("--overflow auto is chosen by plan and train; bench takes full or min");
   }
@@ -136,9 +136,11 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
     throw std::invalid_argument("--schedules no-pipelining runs the model on rank 0 alone: it does not combine with"
                                 " --dp or --tp; drop it from --schedules");
   s.pp = s.kind == schedule::ScheduleKind::NoPipelining ? 1 : world / mesh;  // no-pipelining: rank 0 alone
-  s.vpp = s.kind == schedule::ScheduleKind::ZeroBubbleV ? 2 : chunked ? a.vpp : 1;
-  o.schedule.micro_batches = a.mb;
-  o.executor.pseudo_deallocate = a.pseudo_deallocate;
+  s.micro_batches = a.schedule.micro_batches;
+  // A given --vpp applies to the chunked rows; every other row takes its schedule's own.
+  const bool vpp_given = a.flags.given("--vpp");
+  s.vpp = chunked && vpp_given ? a.schedule.vpp : schedule::default_vpp(s);
+  o.executor = a.executor;
   runtime::validate_pipeline_options(o);
   task.validate(o.schedule);
   return o;
@@ -490,7 +492,7 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   const auto options = pipeline_options(a, name, world, task);
   const bool alone = options.schedule.pp == 1 && world > 1 && !at.mesh;
   if (alone && job->rank() != 0) {
-    timed += a.steps;
+    timed += a.values.bench_steps;
     job->barrier();
     return {};
   }
@@ -503,21 +505,21 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   const auto& layout = p.options().schedule;
   // Every rank loads its replica's whole batch: calibration runs any stage on micro-batch 0.
   runtime::Reads all{{}, true, true};
-  for (int m = 0; m < a.mb * at.replicas; ++m) all.input_micros.push_back(m);
-  auto global = task.batch(0, a.mb * at.replicas, all);
-  const std::vector<runtime::MicroBatch> micros(global.begin() + at.replica * a.mb,
-                                                global.begin() + (at.replica + 1) * a.mb);
+  for (int m = 0; m < a.schedule.micro_batches * at.replicas; ++m) all.input_micros.push_back(m);
+  auto global = task.batch(0, a.schedule.micro_batches * at.replicas, all);
+  const std::vector<runtime::MicroBatch> micros(global.begin() + at.replica * a.schedule.micro_batches,
+                                                global.begin() + (at.replica + 1) * a.schedule.micro_batches);
   const std::string label = row_label(name, layout.vpp);
   p.step(micros);  // warm-up
   p.zero_grad();
   memory::reset_peak();
   const comm::CommCounters tp_before = at.tp ? at.tp->counters() : comm::CommCounters{};
-  const double measured = time_steps(p, micros, a.steps, true, everyone, [&] {
+  const double measured = time_steps(p, micros, a.values.bench_steps, true, everyone, [&] {
     if (job == nullptr || job->rank() == 0) progress.update(++timed, label + " timed");
   });
   const comm::CommCounters tp_after = at.tp ? at.tp->counters() : comm::CommCounters{};
   // Data parallelism: the same steps without averaging, as one pipeline alone runs them.
-  const double no_sync = at.replicas > 1 ? time_steps(p, micros, a.steps, false, everyone, [] {}) : 0.0;
+  const double no_sync = at.replicas > 1 ? time_steps(p, micros, a.values.bench_steps, false, everyone, [] {}) : 0.0;
   const bool mpipe = layout.kind == schedule::ScheduleKind::MPipe;
   const auto mpipe_work = mpipe ? mpipe_work_ms(p, micros) : std::array<double, 2>{};
   std::vector<double> peaks;
@@ -568,7 +570,7 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   for (int r = 0; r < layout.pp; ++r) {
     double busy = 0;
     for (int c = 0; c < layout.vpp; ++c)
-      busy += a.mb * (cm.forward_time(layout.stage_of(r, c)) + cm.backward_time(layout.stage_of(r, c)));
+      busy += a.schedule.micro_batches * (cm.forward_time(layout.stage_of(r, c)) + cm.backward_time(layout.stage_of(r, c)));
     ideal = std::max(ideal, busy);
   }
   // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB)
@@ -579,13 +581,13 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
   if (layout.kind == schedule::ScheduleKind::ZeroBubble1P) {
     const schedule::StageCost c = cm.stage(0);
     if (layout.vpp == 1 && layout.pp > 1)
-      theory = (layout.pp - 1) * (c.f + c.b - 2 * c.weight_backward()) / (a.mb * (c.f + c.b));
+      theory = (layout.pp - 1) * (c.f + c.b - 2 * c.weight_backward()) / (a.schedule.micro_batches * (c.f + c.b));
   } else if (layout.kind != schedule::ScheduleKind::MPipe && layout.kind != schedule::ScheduleKind::ZeroBubbleV &&
              layout.pp > 1) {
-    theory = static_cast<double>(layout.pp - 1) / (layout.vpp * a.mb);
+    theory = static_cast<double>(layout.pp - 1) / (layout.vpp * a.schedule.micro_batches);
   }
   const nlohmann::json tensor_parallel =
-      at.tp ? tensor_parallel_json(cm, sim.ranks[rank], tp_before, tp_after, a.steps) : nlohmann::json(nullptr);
+      at.tp ? tensor_parallel_json(cm, sim.ranks[rank], tp_before, tp_after, a.values.bench_steps) : nlohmann::json(nullptr);
   nlohmann::json data_parallel = nullptr;
   if (at.replicas > 1)
     data_parallel = {{"dp", cm.dp},
@@ -594,13 +596,13 @@ nlohmann::json bench_schedule(const BenchArgs& a, const train::Task& task, const
                      {"latency_ms", cm.dp_latency},
                      {"bytes_per_ms", cm.dp_bw}};
   nlohmann::json overhead;
-  if (a.overhead) overhead = comm::all_gather_rows(group, overhead_breakdown(p, micros, group));
-  if (a.profile_ops > 0) print_op_profile(p, micros, group, label, a.profile_ops);
+  if (a.values.overhead) overhead = comm::all_gather_rows(group, overhead_breakdown(p, micros, group));
+  if (a.values.profile_ops > 0) print_op_profile(p, micros, group, label, a.values.profile_ops);
   if (alone) job->barrier();
   return {{"schedule", name},
           {"pp", layout.pp},
           {"vpp", layout.vpp},
-          {"mb", a.mb},
+          {"mb", a.schedule.micro_batches},
           {"measured_ms", measured},
           {"simulated_ms", sim.step_time},
           {"simulated_bubble", sim.bubble_fraction},
@@ -665,17 +667,17 @@ void print_mesh_rows(const nlohmann::json& results) {
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   memory::install();
   const int rank = pg ? pg->rank() : 0;
-  const int world = pg ? pg->world_size() : 1, tp = a.model.tensor_parallel.size, pp = world / (a.dp * tp);
-  const train::Place at = train::make_place(pg, pp, a.dp, tp, 1);
+  const int world = pg ? pg->world_size() : 1, tp = a.model.tensor_parallel.size, pp = world / (a.values.dp * tp);
+  const train::Place at = train::make_place(pg, pp, a.values.dp, tp, 1);
   nlohmann::json results = nlohmann::json::array();
-  const auto schedules = split(a.schedules);
+  const auto schedules = split(a.values.schedules);
   // One unit per timed step, a line per schedule when not on a terminal.
-  train::Progress progress(1, static_cast<std::int64_t>(schedules.size()) * a.steps, a.steps,
+  train::Progress progress(1, static_cast<std::int64_t>(schedules.size()) * a.values.bench_steps, a.values.bench_steps,
                            train::progress_mode_of_stdout(), std::cout);
   std::int64_t timed = 0;
   const auto task = bench_task(a);
   for (const auto& name : schedules) results.push_back(bench_schedule(a, *task, name, at, progress, timed));
-  const std::vector<CommBenchRow> comm_rows = a.comm ? bench_comm(*pg, a.comm_rounds) : std::vector<CommBenchRow>{};
+  const std::vector<CommBenchRow> comm_rows = a.values.comm ? bench_comm(*pg, a.values.comm_rounds) : std::vector<CommBenchRow>{};
   if (rank != 0) return 0;
   const double m0 = results[0]["measured_ms"], s0 = results[0]["simulated_ms"];
   std::cout << std::left << std::setw(16) << "schedule" << std::right << std::setw(13) << "measured ms"
@@ -742,8 +744,8 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   }
   std::string why_not = at.mesh ? "it lays out one pipeline; --dp and --tp are not in its model" : "";
   const auto advisor = at.mesh ? std::nullopt
-                               : check_advisor(a.model, a.model_name == "vl" ? &a.vision : nullptr,
-                                               a.layers_per_stage.empty(), world, a.mb, layouts, &why_not);
+                               : check_advisor(a.model, a.values.model == "vl" ? &a.vision : nullptr,
+                                               a.values.layers_per_stage.empty(), world, a.schedule.micro_batches, layouts, &why_not);
   nlohmann::json advisor_json = nullptr;
   if (advisor) {
     std::cout << format_advisor_check(*advisor);
@@ -756,7 +758,7 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   } else {
     std::cout << "advisor: not asked: " << why_not << "\n";
   }
-  if (a.overhead) {
+  if (a.values.overhead) {
     std::cout << "\nwhere one step went, ms (compute without waits | waits: for received data, the last sends, the"
                  " reductions | posting messages | the rest: the runtime between actions | an AdamW step)\n";
     for (const auto& r : results) {
@@ -777,10 +779,10 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   for (const auto& r : comm_rows)
     comm.push_back({{"op", r.op}, {"bytes", r.bytes}, {"hyperpipe_us", r.hyperpipe_us}, {"c10d_us", r.c10d_us},
                     {"ratio", spread_json(r.ratio)}, {"control", spread_json(r.control)}});
-  if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows, a.comm_rounds) << std::flush;
-  const nlohmann::json mesh{{"pp", pp}, {"dp", a.dp}, {"tp", tp}};
-  if (!a.json.empty())
-    std::ofstream(a.json) << nlohmann::json{{"mesh", mesh}, {"schedules", results}, {"advisor", advisor_json}, {"comm", comm}}.dump(2)
+  if (!comm_rows.empty()) std::cout << format_comm_rows(comm_rows, a.values.comm_rounds) << std::flush;
+  const nlohmann::json mesh{{"pp", pp}, {"dp", a.values.dp}, {"tp", tp}};
+  if (!a.values.json.empty())
+    std::ofstream(a.values.json) << nlohmann::json{{"mesh", mesh}, {"schedules", results}, {"advisor", advisor_json}, {"comm", comm}}.dump(2)
                           << "\n";
   return 0;
 }
@@ -790,71 +792,30 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
 void add_bench_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Step time of schedules side by side, measured and simulated");
-  auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks (pipeline stages; default 4)");
-
-  cmd->add_option("--schedules", a->schedules,
-                  "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around interleaved), "
-                  "mpipe/1f1b, mpipe/gpipe")
-      ->capture_default_str();
-  cmd->add_option("--vpp", a->vpp, "chunks per rank for interleaved and mpipe")->capture_default_str();
-  cmd->add_option("--transpose-layers", a->transpose_layers, "MPipe T: layers of stage 0 transposed")->capture_default_str();
-  cmd->add_option("--overflow", a->overflow, "MPipe overflow: full or min")->capture_default_str();
-  cmd->add_flag("--owner-backward", a->owner_backward, "MPipe: owners run the preprocess backward");
-  cmd->add_option("--layers-per-stage", a->layers_per_stage,
-                  "explicit layer counts per global stage, e.g. 5,1,1,1 (the same for every schedule: give --vpp 1 "
-                  "or counts for the chunked ones)");
-  cmd->add_option("--mb", a->mb, "micro-batches per step")->capture_default_str();
-  cmd->add_option("--micro-batch-size", a->micro_batch_size, "sequences per micro-batch")->capture_default_str();
-  cmd->add_option("--seq-len", a->seq_len, "tokens per sequence (vl: fixed by the captions)")->capture_default_str();
-  cmd->add_option("--model", a->model_name,
-                  "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images")
-      ->capture_default_str();
-  add_vision_flags(cmd, &a->vision);
-  cmd->add_option("--layers", a->model.num_layers, "transformer layers")->capture_default_str();
-  cmd->add_option("--hidden", a->model.hidden_size, "hidden size")->capture_default_str();
-  cmd->add_option("--heads", a->model.num_attention_heads, "attention heads")->capture_default_str();
-  cmd->add_option("--vocab", a->model.vocab_size, "vocabulary size")->capture_default_str();
-  cmd->add_option("--dp", a->dp, "data-parallel replicas of the pipeline: pp = --nproc / (--tp x --dp)")
-      ->capture_default_str();
-  cmd->add_option("--tp", a->model.tensor_parallel.size,
-                  "tensor-parallel ranks per stage (Megatron's; an emulated layer's time is split over them)")
-      ->capture_default_str();
-  cmd->add_option("--steps", a->steps, "timed steps per schedule")->capture_default_str();
-  cmd->add_flag("--pseudo-deallocate", a->pseudo_deallocate, "free sent activations' storage (as train)");
-  cmd->add_flag("--overhead", a->overhead,
-                "also break one traced step per rank into compute, waits, posts, the rest and an AdamW step");
-  cmd->add_option("--profile-ops", a->profile_ops,
-                  "also profile one step per schedule with LibTorch's profiler: each rank prints its N operators"
-                  " with the most self time")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--comm", a->comm,
-                "also time src/comm's messages (4 KiB to 16 MiB, rank 0 <-> 1) and broadcasts against plain c10d Gloo");
-  cmd->add_option("--comm-rounds", a->comm_rounds, "rounds of --comm (each times every size on every path once)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  add_emulate_flags(cmd, &a->model.emulate);
-  cmd->add_option("--json", a->json, "also write the results as JSON");
-  cmd->callback([a, exit_code, nproc] {
-    a->job.nproc_given = nproc->count() > 0;
+  a->flags = add_schema_options(cmd, kBench, a->roots());
+  cmd->callback([a, exit_code] {
+    a->job.nproc_given = a->flags.given("--nproc");
+    a->model.emulate = emulate_from_flag(a->values.emulate_layer_ms, a->model.emulate);
     *exit_code = run_job_reporting(
-        "bench", job_flags(), a->job,
+        "bench", schema_flags(kBench), a->job,
         [a](int world) {
-          if (a->steps < 1) throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->steps));
-          if (split(a->schedules).empty())
+          if (a->values.bench_steps < 1)
+            throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a->values.bench_steps));
+          if (split(a->values.schedules).empty())
             throw std::invalid_argument("--schedules names no schedule; give one or more, comma-separated (e.g. "
                                         "1f1b,zb1p,zbv)");
           const int tp = a->model.tensor_parallel.size;
-          if (a->dp < 1 || tp < 1)
-            throw std::invalid_argument("--dp and --tp must be >= 1, got " + std::to_string(a->dp) + " and " +
+          if (a->values.dp < 1 || tp < 1)
+            throw std::invalid_argument("--dp and --tp must be >= 1, got " + std::to_string(a->values.dp) + " and " +
                                         std::to_string(tp));
-          if (world % (a->dp * tp) != 0)
-            throw std::invalid_argument("--tp " + std::to_string(tp) + " x --dp " + std::to_string(a->dp) +
+          if (world % (a->values.dp * tp) != 0)
+            throw std::invalid_argument("--tp " + std::to_string(tp) + " x --dp " + std::to_string(a->values.dp) +
                                         " does not divide the job's " + std::to_string(world) +
                                         " ranks (--nproc): the ranks are tp x dp x pp");
-          if (a->comm && world < 2)
+          if (a->values.comm && world < 2)
             throw std::invalid_argument("--comm times messages between ranks: give --nproc 2 or more");
           const auto task = bench_task(*a);
-          for (const auto& name : split(a->schedules)) pipeline_options(*a, name, world, *task);
+          for (const auto& name : split(a->values.schedules)) pipeline_options(*a, name, world, *task);
         },
         [a](comm::ProcessGroup* pg) { return bench_rank(*a, pg); });
   });

@@ -23,9 +23,9 @@ train::CheckpointInfo read_info(const std::string& dir, bool verify) {
   try {
     return verify ? train::verify_checkpoint(dir) : train::read_checkpoint_info(dir);
   } catch (const std::invalid_argument& e) {
-    // The loader names its --load flag; here the directory is the argument.
+    // The loader names its option, train.load; here the directory is the argument.
     std::string what = e.what();
-    if (what.rfind("--load ", 0) == 0) what = what.substr(7);
+    if (what.rfind("train.load ", 0) == 0) what = what.substr(11);
     throw std::invalid_argument(what);
   }
 }

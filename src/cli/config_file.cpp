@@ -20,8 +20,7 @@ std::string scalar(const toml::node& v, const std::string& where) {
   throw std::invalid_argument(where + ": expected a string, number or boolean");
 }
 
-void append_file(const std::string& path, std::vector<std::string>& out,
-                 const std::function<bool(const std::string& flag)>& takes_many) {
+void append_file(const std::string& path, std::vector<std::string>& out, const ConfigFlags& flags) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     throw std::invalid_argument("--config " + path + ": not a readable file (give a TOML file whose keys are flag names)");
@@ -39,10 +38,13 @@ void append_file(const std::string& path, std::vector<std::string>& out,
     if (value.is_table()) throw std::invalid_argument(where + " is a table; every key must be a flag name");
     if (key.str() == "config")
       throw std::invalid_argument(where + ": a config file cannot name another; give several --config flags");
+    if (!flags.accepts(flag))
+      throw std::invalid_argument(where + " is not a flag of hyperpipe " + flags.command + " (its keys are the flags " +
+                                  "of `hyperpipe " + flags.command + " --help`, without the dashes)");
     if (auto b = value.value<bool>(); b && value.is_boolean()) {
       if (*b) out.push_back(flag);
     } else if (auto* arr = value.as_array()) {
-      if (arr->size() != 1 && !takes_many(flag))
+      if (arr->size() != 1 && !flags.takes_many(flag))
         throw std::invalid_argument(where + " is an array of " + std::to_string(arr->size()) + " values, but " + flag +
                                     " takes one value");
       for (auto&& item : *arr) {
@@ -58,8 +60,7 @@ void append_file(const std::string& path, std::vector<std::string>& out,
 
 }  // namespace
 
-std::vector<std::string> expand_config_files(const std::vector<std::string>& args,
-                                             const std::function<bool(const std::string& flag)>& takes_many) {
+std::vector<std::string> expand_config_files(const std::vector<std::string>& args, const ConfigFlags& flags) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -75,7 +76,7 @@ std::vector<std::string> expand_config_files(const std::vector<std::string>& arg
       } else {
         path = a.substr(9);
       }
-      append_file(path, out, takes_many);
+      append_file(path, out, flags);
       continue;
     }
     out.push_back(a);

@@ -15,9 +15,14 @@
 
 namespace hp::cli {
 
+// The command's flags, as the option schema registered them.
+struct ConfigFlags {
+  std::string command;                                      // "train", for messages
+  std::function<bool(const std::string& flag)> accepts;     // "--mb": a flag of the command
+  std::function<bool(const std::string& flag)> takes_many;  // "--stage-cost": takes several values
+};
+
 // Throws std::invalid_argument naming the file, the key and what is allowed.
-// takes_many(flag) says whether a flag ("--stage-cost") takes several values.
-std::vector<std::string> expand_config_files(const std::vector<std::string>& args,
-                                             const std::function<bool(const std::string& flag)>& takes_many);
+std::vector<std::string> expand_config_files(const std::vector<std::string>& args, const ConfigFlags& flags);
 
 }  // namespace hp::cli

@@ -1,41 +1,51 @@
 #include "cli/emulate_flags.hpp"
 
-#include <CLI/CLI.hpp>
-
 #include <cmath>
+#include <optional>
 #include <sstream>
-#include <string>
+#include <stdexcept>
 
 #include "model/transformer_config.hpp"
 
 namespace hp::cli {
+namespace {
 
-void add_emulate_flags(CLI::App* command, model::EmulatedLayer* emulate) {
-  auto* ms = command->add_option_function<std::string>(
-      "--emulate-layer-ms",
-      [emulate](const std::string& spec) {
-        std::istringstream in(spec);
-        std::string f, b;
-        std::getline(in, f, ',');
-        const bool has_b = static_cast<bool>(std::getline(in, b));
-        auto number = [&](const std::string& text) {
-          try {
-            std::size_t used = 0;
-            const double v = std::stod(text, &used);
-            if (used == text.size() && std::isfinite(v) && v >= 0 && v <= 60000) return v;
-          } catch (const std::exception&) {
-          }
-          throw CLI::ValidationError("--emulate-layer-ms", "'" + spec +
-                                                               "': expected F or F,B, each layer's forward and "
-                                                               "backward milliseconds in [0, 60000]");
-        };
-        emulate->forward_ms = number(f);
-        emulate->backward_ms = has_b ? number(b) : 2 * emulate->forward_ms;
-      },
-      "emulated devices: every layer also sleeps F ms forward and B ms backward (default 2F)");
-  command->add_flag("--emulate-only", emulate->replace_math,
-                    "emulated devices: a layer is its --emulate-layer-ms delay alone (no math, no parameters)")
-      ->needs(ms);
+std::optional<double> milliseconds(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v) && v >= 0 && v <= 60000) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// (F, B) of "F" or "F,B"; nullopt when either is not milliseconds in range.
+std::optional<std::pair<double, double>> parse(const std::string& spec) {
+  std::istringstream in(spec);
+  std::string f, b;
+  std::getline(in, f, ',');
+  const bool has_b = static_cast<bool>(std::getline(in, b));
+  const auto fm = milliseconds(f);
+  const auto bm = has_b ? milliseconds(b) : (fm ? std::optional<double>(2 * *fm) : std::nullopt);
+  if (!fm || !bm) return std::nullopt;
+  return std::pair{*fm, *bm};
+}
+
+}  // namespace
+
+std::string check_emulate_layer_ms(const std::string& spec) {
+  if (parse(spec)) return "";
+  return "'" + spec + "': expected F or F,B, each layer's forward and backward milliseconds in [0, 60000]";
+}
+
+model::EmulatedLayer emulate_from_flag(const std::string& spec, model::EmulatedLayer base) {
+  if (spec.empty()) return base;
+  const auto times = parse(spec);
+  if (!times) throw std::invalid_argument("--emulate-layer-ms: " + check_emulate_layer_ms(spec));
+  base.forward_ms = times->first;
+  base.backward_ms = times->second;
+  return base;
 }
 
 }  // namespace hp::cli

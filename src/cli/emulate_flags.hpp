@@ -1,10 +1,9 @@
-// The emulated-device flags shared by train and bench
-// (model/emulated_device.hpp): --emulate-layer-ms F[,B] and --emulate-only.
+// --emulate-layer-ms F[,B] (train, verify, bench): each layer's forward and
+// optionally backward milliseconds on emulated devices
+// (model/emulated_device.hpp); B defaults to twice F.
 #pragma once
 
-namespace CLI {
-class App;
-}
+#include <string>
 
 namespace hp::model {
 struct EmulatedLayer;
@@ -12,9 +11,11 @@ struct EmulatedLayer;
 
 namespace hp::cli {
 
-// Adds the flags to `command`, writing into *emulate (which must outlive it).
-// --emulate-layer-ms takes a layer's forward milliseconds and optionally its
-// backward's (default twice the forward); --emulate-only needs it.
-void add_emulate_flags(CLI::App* command, model::EmulatedLayer* emulate);
+// The schema's check: "" when `spec` is F or F,B with each in [0, 60000],
+// else the error ("'3,x': expected F or F,B, ...").
+std::string check_emulate_layer_ms(const std::string& spec);
+
+// `base` with the times of `spec` ("" leaves them); spec must pass the check.
+model::EmulatedLayer emulate_from_flag(const std::string& spec, model::EmulatedLayer base);
 
 }  // namespace hp::cli

@@ -12,6 +12,7 @@
 
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
+#include "cli/option_schema.hpp"
 #include "data/ppm_image.hpp"
 #include "data/vl_data.hpp"
 #include "infer/decoder.hpp"
@@ -29,32 +30,37 @@
 namespace hp::cli {
 namespace {
 
+// What generate reads from the command line (option_schema.hpp).
 struct GenerateArgs {
-  std::string load;
-  std::string prompt;
-  std::string prompts_file;
-  std::vector<std::string> images;  // --image: held-out sample indices or PPM files (VL)
-  bool max_new_given = false;
+  CommandValues values;
   infer::GenerateOptions options;
-  bool no_kv_cache = false;
-  int vpp = 1;
+  schedule::ScheduleOptions layout;  // --vpp
   JobOptions job = [] {
     JobOptions j;
-    j.nproc = 1;
+    j.nproc = 1;  // one process decodes; more pipeline the model
     return j;
   }();
+  RegisteredFlags flags;
+
+  OptionRoots roots() {
+    OptionRoots r;
+    r.values = &values;
+    r.generate = &options;
+    r.schedule = &layout;
+    r.job = &job;
+    return r;
+  }
 };
 
-const FlagNames& generate_flags() {
-  static const FlagNames f = [] {
-    FlagNames f = {{"generate.max_new_tokens", "--max-new-tokens"},
-                   {"generate.prompts", "--prompt/--prompts"},
-                   {"generate.images", "--image"},
-                   {"sampling.temperature", "--temperature"},
-                   {"sampling.top_k", "--top-k"}};
-    for (const auto& p : job_flags()) f.push_back(p);
-    return f;
-  }();
+// Error lines: generate's flags, the decoder's name for the prompts, and the
+// checkpoint's model described by the train flags that made it ("a model of
+// --mhc-streams 4").
+FlagNames generate_flags() {
+  FlagNames f = schema_flags(kGenerate);
+  f.emplace_back("generate.prompts", "--prompt/--prompts");
+  for (const auto& [name, flag] : schema_flags(kTrain))
+    if (std::none_of(f.begin(), f.end(), [&](const auto& p) { return p.first == name; })) f.emplace_back(name, flag);
+  longest_first(f);
   return f;
 }
 
@@ -80,15 +86,15 @@ std::string decode(const std::vector<std::int64_t>& ids) {
 }
 
 std::vector<std::string> prompt_texts(const GenerateArgs& a) {
-  if (a.prompt.empty() == a.prompts_file.empty())
+  if (a.values.prompt.empty() == a.values.prompts_file.empty())
     throw std::invalid_argument("give exactly one of --prompt TEXT and --prompts FILE (one prompt per line)");
-  if (!a.prompt.empty()) return {a.prompt};
-  std::ifstream in(a.prompts_file);
-  if (!in) throw std::invalid_argument("--prompts " + a.prompts_file + ": cannot open the file");
+  if (!a.values.prompt.empty()) return {a.values.prompt};
+  std::ifstream in(a.values.prompts_file);
+  if (!in) throw std::invalid_argument("--prompts " + a.values.prompts_file + ": cannot open the file");
   std::vector<std::string> out;
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(line);
-  if (out.empty()) throw std::invalid_argument("--prompts " + a.prompts_file + ": the file holds no prompt");
+  if (out.empty()) throw std::invalid_argument("--prompts " + a.values.prompts_file + ": the file holds no prompt");
   return out;
 }
 
@@ -105,16 +111,16 @@ struct GenerateJob {
 
 // VL: each --image is a held-out sample's index or a PPM file; its prompt is <bos>.
 void resolve_images(const GenerateArgs& a, GenerateJob& job) {
-  if (!a.prompt.empty() || !a.prompts_file.empty())
-    throw std::invalid_argument("--load " + a.load + " holds a VL model, which captions images: give --image N "
+  if (!a.values.prompt.empty() || !a.values.prompts_file.empty())
+    throw std::invalid_argument("--load " + a.values.load + " holds a VL model, which captions images: give --image N "
                                 "(a held-out synthetic image) or --image FILE.ppm, not --prompt/--prompts");
-  if (a.images.empty())
-    throw std::invalid_argument("--load " + a.load + " holds a VL model: give --image N (a held-out synthetic image) "
+  if (a.values.images.empty())
+    throw std::invalid_argument("--load " + a.values.load + " holds a VL model: give --image N (a held-out synthetic image) "
                                 "or --image FILE.ppm, once per image to caption");
   const int size = job.vl->vision.image_size;
   // The held-out stream of the checkpoint's --seed: images its training never read.
   const std::uint64_t held_out = job.vl->text.config.seed ^ train::kHeldOutSeedMix;
-  for (const auto& image : a.images) {
+  for (const auto& image : a.values.images) {
     if (!image.empty() && image.find_first_not_of("0123456789") == std::string::npos && image.size() < 16) {
       const auto index = std::stoll(image);
       const data::VLBatch b = data::make_vl_batch(size, 1, held_out, index);
@@ -132,25 +138,25 @@ void resolve_images(const GenerateArgs& a, GenerateJob& job) {
     job.prompts.push_back({data::kVLBos});
   }
   // A caption's words, unless asked otherwise: what the positions after the patches hold.
-  if (!a.max_new_given) job.options.max_new_tokens = data::kVLCaptionTokens - 2;
+  if (!a.flags.given("--max-new-tokens")) job.options.max_new_tokens = data::kVLCaptionTokens - 2;
 }
 
 // Everything checked before any rank starts: the checkpoint's model, the
 // layout, the prompts against the model.
 GenerateJob resolve(const GenerateArgs& a, int world) {
-  if (a.load.empty()) throw std::invalid_argument("--load DIR is required: the checkpoint to decode from");
+  if (a.values.load.empty()) throw std::invalid_argument("--load DIR is required: the checkpoint to decode from");
   GenerateJob job;
-  const train::CheckpointInfo info = train::verify_checkpoint(a.load);
+  const train::CheckpointInfo info = train::verify_checkpoint(a.values.load);
   job.options = a.options;
-  job.options.kv_cache = !a.no_kv_cache;
+  job.options.kv_cache = !a.values.no_kv_cache;
   const std::string model = nlohmann::json::parse(info.metadata_json.empty() ? "{}" : info.metadata_json).value("model", "");
   if (model == "vl") {
     job.vl = train::vl_options_from_checkpoint(info);
     job.config = job.vl->text.config;
     resolve_images(a, job);
   } else {
-    if (!a.images.empty())
-      throw std::invalid_argument("--image: --load " + a.load + " holds a language model, which continues text; "
+    if (!a.values.images.empty())
+      throw std::invalid_argument("--image: --load " + a.values.load + " holds a language model, which continues text; "
                                   "give --prompt TEXT or --prompts FILE");
     if (model == "hybrid") job.hybrid = train::hybrid_config_from_checkpoint(info);
     job.config = job.hybrid ? job.hybrid->base : train::gpt_config_from_checkpoint(info);
@@ -159,12 +165,12 @@ GenerateJob resolve(const GenerateArgs& a, int world) {
   }
   auto& l = job.layout;
   l.pp = world;
-  l.vpp = a.vpp;
-  l.kind = a.vpp > 1 ? schedule::ScheduleKind::Interleaved
+  l.vpp = a.layout.vpp;
+  l.kind = a.layout.vpp > 1 ? schedule::ScheduleKind::Interleaved
                      : (world == 1 ? schedule::ScheduleKind::NoPipelining : schedule::ScheduleKind::OneFOneB);
   l.micro_batches = static_cast<int>(job.prompts.size());
   l.forward_only = true;
-  if (a.vpp < 1) throw std::invalid_argument("--vpp must be >= 1, got " + std::to_string(a.vpp));
+  if (a.layout.vpp < 1) throw std::invalid_argument("--vpp must be >= 1, got " + std::to_string(a.layout.vpp));
   schedule::check_options(l);
   if (job.hybrid)
     infer::check_hybrid_decode_layout(*job.hybrid, l);
@@ -195,7 +201,7 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
   }
   infer::Decoder decoder(job.layout, rank, pg, std::move(model));
   train::NamedParams params = decoder.named_parameters();
-  train::restore_checkpoint(a.load, params, nullptr);
+  train::restore_checkpoint(a.values.load, params, nullptr);
   const auto generated = decoder.generate(job.prompts, job.options);
   if (rank != 0) return 0;
   for (size_t p = 0; p < generated.size(); ++p) {
@@ -216,28 +222,9 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
 void add_generate_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Decode text from a checkpoint through a forward-only pipeline");
-  cmd->add_option("--config", "TOML file whose keys are these flags' names; later flags override it");
-  auto* nproc = cmd->add_option("--nproc", a->job.nproc, "local ranks of the decoding pipeline (default 1)");
-  cmd->add_option("--vpp", a->vpp, "model chunks per rank (> 1: interleaved)")->capture_default_str();
-  cmd->add_option("--load", a->load, "checkpoint directory (any training layout)");
-  cmd->add_option("--prompt", a->prompt, "the text to continue (byte tokens)");
-  cmd->add_option("--prompts", a->prompts_file, "a file of prompts, one per line, decoded together as micro-batches");
-  cmd->add_option("--image", a->images,
-                  "VL checkpoints: an image to caption, a held-out synthetic image's index or a PPM (P6) file;"
-                  " repeat for several, decoded together as micro-batches");
-  auto* max_new = cmd->add_option("--max-new-tokens", a->options.max_new_tokens,
-                                  "tokens to add to each prompt (VL: a caption's 7 words)")
-                      ->capture_default_str();
-  cmd->add_option("--temperature", a->options.sampling.temperature, "0 = greedy; else sample softmax(logits / T)")
-      ->capture_default_str();
-  cmd->add_option("--top-k", a->options.sampling.top_k, "sample among the K likeliest tokens (0 = all)")
-      ->capture_default_str();
-  cmd->add_option("--seed", a->options.sampling.seed, "seed of the sampler")->capture_default_str();
-  cmd->add_flag("--no-kv-cache", a->no_kv_cache, "recompute the whole prefix at every token (no KV cache)");
-  cmd->add_option("--timeout", a->job.timeout_s, "seconds before a silent peer is declared dead")->capture_default_str();
-  cmd->callback([a, exit_code, nproc, max_new] {
-    a->job.nproc_given = nproc->count() > 0;
-    a->max_new_given = max_new->count() > 0;
+  a->flags = add_schema_options(cmd, kGenerate, a->roots());
+  cmd->callback([a, exit_code] {
+    a->job.nproc_given = a->flags.given("--nproc");
     *exit_code = run_job_reporting(
         "generate", generate_flags(), a->job, [a](int world) { resolve(*a, world); },
         [a](comm::ProcessGroup* pg) { return generate_rank(*a, pg); });

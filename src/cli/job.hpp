@@ -8,16 +8,11 @@
 #include <string>
 
 #include "comm/dist_env.hpp"
+#include "cli/job_options.hpp"
 #include "cli/option_flags.hpp"
 #include "comm/process_group.hpp"
 
 namespace hp::cli {
-
-struct JobOptions {
-  int nproc = 4;             // --nproc: local ranks when not already a rank
-  bool nproc_given = false;  // as a rank, a given --nproc must equal WORLD_SIZE
-  double timeout_s = 300;    // --timeout: every collective and P2P operation
-};
 
 // --nproc in [1, 1024] and --timeout a number of seconds in (0, 7 days];
 // throws std::invalid_argument naming the flag. run_job checks it first.

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/option_flags.hpp"
+#include "cli/option_schema.hpp"
 #include "launch/launcher.hpp"
 
 namespace hp::cli {
@@ -14,15 +14,15 @@ void add_launch_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("launch", "Start N local ranks of a command with the torchrun environment set");
   auto opts = std::make_shared<launch::LaunchOptions>();
   opts->nproc = 2;
-  cmd->add_option("--nproc", opts->nproc, "ranks to start")->capture_default_str();
-  cmd->add_option("--master-port", opts->master_port, "store port (0 = a free one)")->capture_default_str();
+  OptionRoots roots;
+  roots.launch = opts.get();
+  add_schema_options(cmd, kLaunch, roots);
   cmd->add_option("command", opts->command, "the command each rank runs (after --)")->required();
   cmd->callback([opts, exit_code] {
     try {
       *exit_code = launch::launch_local(*opts);
     } catch (const std::exception& e) {
-      const FlagNames flags = {{"launch.nproc", "--nproc"}, {"launch.master_port", "--master-port"}};
-      std::cerr << "hyperpipe launch: error: " << with_flags(e.what(), flags) << "\n";
+      std::cerr << "hyperpipe launch: error: " << with_flags(e.what(), schema_flags(kLaunch)) << "\n";
       *exit_code = 2;
     }
   });

@@ -4,16 +4,9 @@
 #include <algorithm>
 #include <iostream>
 
+#include "cli/commands.hpp"
 #include "cli/config_file.hpp"
-#include "cli/launch_command.hpp"
-#include "cli/plan_command.hpp"
 #include "cli/self_args.hpp"
-#ifdef HYPERPIPE_WITH_TORCH
-#include "cli/bench_command.hpp"
-#include "cli/checkpoint_command.hpp"
-#include "cli/generate_command.hpp"
-#include "cli/train_command.hpp"
-#endif
 
 int main(int argc, char** argv) {
   hp::cli::set_self_args(argc, argv);
@@ -22,26 +15,24 @@ int main(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
   int exit_code = 0;
-  hp::cli::add_plan_command(app, &exit_code);
-#ifdef HYPERPIPE_WITH_TORCH
-  hp::cli::add_train_command(app, &exit_code);
-  hp::cli::add_verify_command(app, &exit_code);
-  hp::cli::add_bench_command(app, &exit_code);
-  hp::cli::add_checkpoint_command(app, &exit_code);
-  hp::cli::add_generate_command(app, &exit_code);
-#endif
-  hp::cli::add_launch_command(app, &exit_code);
+  hp::cli::add_commands(app, &exit_code);
   std::vector<std::string> args;
   try {
-    // Whether the subcommand's flag takes several values (a config array repeats it).
+    // The subcommand's flags, as the option schema registered them.
     const std::string command = argc > 1 ? argv[1] : "";
-    auto takes_many = [&](const std::string& flag) {
+    auto option = [&](const std::string& flag) -> const CLI::Option* {
       for (const CLI::App* sub : app.get_subcommands({}))
-        if (sub->get_name() == command)
-          if (const CLI::Option* opt = sub->get_option_no_throw(flag)) return opt->get_items_expected_max() > 1;
-      return false;
+        if (sub->get_name() == command) return sub->get_option_no_throw(flag);
+      return nullptr;
     };
-    args = hp::cli::expand_config_files({argv + 1, argv + argc}, takes_many);
+    hp::cli::ConfigFlags flags;
+    flags.command = command;
+    flags.accepts = [&](const std::string& flag) { return option(flag) != nullptr; };
+    flags.takes_many = [&](const std::string& flag) {
+      const CLI::Option* o = option(flag);
+      return o && o->get_items_expected_max() > 1;
+    };
+    args = hp::cli::expand_config_files({argv + 1, argv + argc}, flags);
   } catch (const std::exception& e) {
     std::cerr << "hyperpipe: error: " << e.what() << "\n";
     return 2;

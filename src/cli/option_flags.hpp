@@ -1,7 +1,8 @@
 // Lower layers name the options they check by their place in the options
 // structs ("schedule.pp", "schedule.mpipe.transpose_layers"), since they do
 // not know which command a user ran; each command maps those names to its own
-// flags before printing (`train` has no --pp: its ranks are --nproc).
+// flags before printing (`train` has no --pp: its ranks are --nproc), with the
+// pairs the option schema gives it (option_schema.hpp, schema_flags).
 #pragma once
 
 #include <string>
@@ -15,16 +16,11 @@ namespace hp::cli {
 // (option name, the command's flag) pairs.
 using FlagNames = std::vector<std::pair<std::string, std::string>>;
 
-// `message` with every option name replaced by its flag.
+// `message` with every option name replaced by its flag. `flags` must hold
+// the longest names first (longest_first), so no name is replaced inside a
+// longer one.
 std::string with_flags(std::string message, const FlagNames& flags);
-
-// The flags of `hyperpipe plan` (--pp, --vpp, --mb, ...).
-const FlagNames& plan_flags();
-// The flags of the commands that run a job (train, bench): the pipeline
-// depth is the number of ranks, --nproc.
-// With data_parallel (train --dp, --tp or --cp > 1) the pipeline has
-// --nproc / (--tp x --cp x --dp) ranks.
-const FlagNames& job_flags(bool data_parallel = false);
+void longest_first(FlagNames& flags);
 
 // --overflow full|min|auto (plan and train); throws std::invalid_argument
 // naming the flag and the allowed values.
@@ -33,8 +29,6 @@ schedule::Overflow overflow_from_flag(const std::string& value);
 std::vector<int> layer_counts_from_flag(const std::string& text);
 // --mpipe-body interleaved|1f1b|gpipe (plan and train), likewise.
 schedule::ScheduleKind mpipe_body_from_flag(const std::string& value);
-inline constexpr const char* kMPipeBodyHelp =
-    "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)";
 // plan and train: --mpipe-body and --overflow into o.mpipe, then, unless --vpp
 // was given, o.vpp to the default of o's schedule (which the body decides).
 void apply_mpipe_flags(const std::string& mpipe_body, const std::string& overflow, bool vpp_given,

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "cli/option_flags.hpp"
+#include "cli/option_schema.hpp"
 #include "comm/mesh_layout.hpp"
 #include "schedule/advise.hpp"
 #include "schedule/generate.hpp"
@@ -23,24 +24,23 @@
 namespace hp::cli {
 namespace {
 
+// What plan reads from the command line (option_schema.hpp).
 struct PlanArgs {
-  std::string schedule = "interleaved";
+  CommandValues values;
   schedule::ScheduleOptions opts;
-  std::string overflow = "full";
-  std::string mpipe_body = "interleaved";
-  bool compute_only = false;
-  std::string format = "text";
-  std::string from_csv;
-  bool simulate = false;
   schedule::CostModel costs;
-  std::vector<std::string> stage_costs;  // "STAGE:F:B[:I:W]"
-  std::string svg, trace;
-  CLI::Option* vpp_flag = nullptr;  // unset: the schedule's default_vpp
-  int dp = 1;                        // replicas of the pipeline: the mesh is printed
-  bool advise = false;
   schedule::ModelProfile profile;  // --advise: the model; --layers, comm costs and --frozen-preprocess are shared
-  int advise_top = 10;
+  RegisteredFlags flags;
   std::string auto_note;  // --overflow auto: the owners chosen, printed with the text grid
+
+  OptionRoots roots() {
+    OptionRoots r;
+    r.values = &values;
+    r.schedule = &opts;
+    r.costs = &costs;
+    r.profile = &profile;
+    return r;
+  }
 };
 
 std::string read_file(const std::string& path) {
@@ -58,7 +58,7 @@ void write_file(const std::string& flag, const std::string& path, const std::str
 }
 
 void parse_stage_costs(PlanArgs& a) {
-  for (const auto& spec : a.stage_costs) {
+  for (const auto& spec : a.values.stage_costs) {
     schedule::StageCost c;
     int stage = -1;
     char c1 = 0, c2 = 0;
@@ -94,19 +94,19 @@ std::string schedule_json(const schedule::Schedule& s) {
 }
 
 schedule::Schedule build(PlanArgs& a) {
-  if (!a.from_csv.empty()) {
+  if (!a.values.from_csv.empty()) {
     schedule::Schedule s;
     try {
-      s = schedule::from_csv(read_file(a.from_csv));
+      s = schedule::from_csv(read_file(a.values.from_csv));
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--from-csv " + a.from_csv + ": " + e.what());
+      throw std::invalid_argument("--from-csv " + a.values.from_csv + ": " + e.what());
     }
     return s;
   }
-  if (!schedule::kind_from_name(a.schedule, &a.opts.kind))
-    throw std::invalid_argument("--schedule " + a.schedule +
+  if (!schedule::kind_from_name(a.values.schedule, &a.opts.kind))
+    throw std::invalid_argument("--schedule " + a.values.schedule +
                                 ": unknown schedule; allowed: " + schedule::kind_names());
-  apply_mpipe_flags(a.mpipe_body, a.overflow, a.vpp_flag->count() > 0, a.opts);
+  apply_mpipe_flags(a.values.mpipe_body, a.values.overflow, a.flags.given("--vpp"), a.opts);
   if (a.opts.mpipe.overflow == schedule::Overflow::Auto && a.opts.kind == schedule::ScheduleKind::MPipe) {
     const schedule::OwnerChoice c = schedule::choose_owners(a.opts, a.costs);
     a.opts.mpipe.owners = c.owners;
@@ -121,7 +121,7 @@ schedule::Schedule build(PlanArgs& a) {
 // The job's ranks as `hyperpipe train --dp` lays them out.
 void print_mesh(const PlanArgs& a, const schedule::Schedule& s) {
   comm::MeshShape mesh;
-  mesh.dp = a.dp;
+  mesh.dp = a.values.dp;
   mesh.pp = s.options.pp;
   std::cout << "mesh: " << comm::describe_mesh(mesh) << " (ranks above are stage ranks of each pipeline)\n";
   for (comm::MeshDim d : {comm::MeshDim::PP, comm::MeshDim::DP})
@@ -141,7 +141,7 @@ void run_advise(PlanArgs& a) {
   a.costs.validate();
   const schedule::Advice advice = schedule::advise(m, a.opts.pp, a.opts.micro_batches);
   const auto& best = advice.ranked.front();
-  if (a.format == "json") {
+  if (a.values.format == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& c : advice.ranked)
       j.push_back({{"layout", c.name},
@@ -154,7 +154,7 @@ void run_advise(PlanArgs& a) {
     return;
   }
   std::printf("%-4s %-36s %10s %8s %8s %8s\n", "#", "layout", "step", "vs best", "bubble", "peak");
-  const int shown = std::min<int>(a.advise_top, static_cast<int>(advice.ranked.size()));
+  const int shown = std::min<int>(a.values.advise_top, static_cast<int>(advice.ranked.size()));
   for (int i = 0; i < shown; ++i) {
     const auto& c = advice.ranked[i];
     std::printf("%-4d %-36s %10.3f %7.1f%% %7.1f%% %8.0f\n", i + 1, c.name.c_str(), c.step_time,
@@ -170,8 +170,8 @@ void run_advise(PlanArgs& a) {
 }
 
 void run_plan(PlanArgs& a) {
-  if (a.advise) return run_advise(a);
-  if (a.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(a.dp));
+  if (a.values.advise) return run_advise(a);
+  if (a.values.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(a.values.dp));
   parse_stage_costs(a);
   schedule::Schedule s = build(a);
   for (const auto& [stage, cost] : a.costs.per_stage)
@@ -181,31 +181,31 @@ void run_plan(PlanArgs& a) {
                                   ")");
   if (auto v = schedule::validate(s); !v.ok())
     throw std::invalid_argument("the schedule is invalid:\n" + v.to_string());
-  if (a.compute_only) s = schedule::filter(s, schedule::is_compute);
+  if (a.values.compute_only) s = schedule::filter(s, schedule::is_compute);
 
-  const bool need_sim = a.simulate || a.format == "text" || !a.svg.empty() || !a.trace.empty();
+  const bool need_sim = a.values.simulate || a.values.format == "text" || !a.values.svg.empty() || !a.values.trace.empty();
   schedule::SimulationReport report;
   if (need_sim) report = schedule::simulate(s, a.costs);
 
-  if (a.format == "csv") {
+  if (a.values.format == "csv") {
     std::cout << schedule::to_csv(s);
-  } else if (a.format == "actions") {
+  } else if (a.values.format == "actions") {
     std::cout << schedule::to_text(s);
-  } else if (a.format == "json") {
-    std::cout << (a.simulate ? schedule::report_json(report) : schedule_json(s)) << "\n";
+  } else if (a.values.format == "json") {
+    std::cout << (a.values.simulate ? schedule::report_json(report) : schedule_json(s)) << "\n";
   } else {
     std::cout << schedule::render_text_grid(s, report);
-    if (a.simulate) {
+    if (a.values.simulate) {
       std::cout << "step_time " << report.step_time << "  bubble_fraction " << report.bubble_fraction << "\n";
       for (size_t r = 0; r < report.ranks.size(); ++r)
         std::cout << "rank " << r << ": busy " << report.ranks[r].busy << "  idle " << report.ranks[r].idle
                   << "  peak_activations " << report.ranks[r].peak_activations << "\n";
     }
     if (!a.auto_note.empty()) std::cout << a.auto_note << "\n";
-    if (a.dp > 1) print_mesh(a, s);
+    if (a.values.dp > 1) print_mesh(a, s);
   }
-  if (!a.svg.empty()) write_file("--svg", a.svg, schedule::render_svg(s, report));
-  if (!a.trace.empty()) write_file("--trace", a.trace, schedule::render_chrome_trace(s, report));
+  if (!a.values.svg.empty()) write_file("--svg", a.values.svg, schedule::render_svg(s, report));
+  if (!a.values.trace.empty()) write_file("--trace", a.values.trace, schedule::render_chrome_trace(s, report));
 }
 
 }  // namespace
@@ -213,84 +213,12 @@ void run_plan(PlanArgs& a) {
 void add_plan_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand("plan", "Print, validate, simulate and draw a pipeline schedule");
-  cmd->add_option("--config", "TOML file whose keys are these flags' names (mb = 8); later flags override it");
-  auto& o = args->opts;
-  cmd->add_option("--schedule", args->schedule, schedule::kind_names())
-      ->capture_default_str();
-  cmd->add_option("--pp", o.pp, "pipeline ranks")->capture_default_str();
-  cmd->add_option("--dp", args->dp, "data-parallel replicas of the pipeline (prints the mesh of dp x pp ranks)")
-      ->capture_default_str();
-  args->vpp_flag = cmd->add_option("--vpp", o.vpp, "chunks (virtual stages) per rank (default: 1, or 2 for interleaved and mpipe)");
-  cmd->add_option("--mb", o.micro_batches, "micro-batches per step")->capture_default_str();
-  cmd->add_option("--group-size", o.group_size, "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it; MB when MB < PP)")
-      ->capture_default_str();
-  cmd->add_option("--layers", o.layers, "model layers, split evenly over pp*vpp chunks (0 = unchecked)")
-      ->capture_default_str();
-  cmd->add_option("--transpose-layers", o.mpipe.transpose_layers, "MPipe T: layers of stage 0 to transpose")
-      ->capture_default_str();
-  cmd->add_option("--overflow", args->overflow,
-                  "MPipe overflow: full, min, or auto (owners that minimise the step simulated with the --cost-* flags)")
-      ->capture_default_str();
-  cmd->add_option("--mpipe-body", args->mpipe_body, kMPipeBodyHelp)->capture_default_str();
-  cmd->add_flag("--owner-backward", o.mpipe.owner_backward, "MPipe: the owner of a micro runs its preprocess backward");
-  cmd->add_flag("--frozen-preprocess", o.mpipe.frozen_preprocess, "MPipe: the preprocess has no trainable parameter");
-  cmd->add_flag("--forward-only", o.forward_only, "forwards only (evaluation, generation): no backward, no gradient messages");
-  cmd->add_flag("--compute-only", args->compute_only, "drop every action that is not a compute (F, B, I, W)");
-  cmd->add_option("--format", args->format, "text, csv, json or actions")
-      ->check(CLI::IsMember({"text", "csv", "json", "actions"}))
-      ->capture_default_str();
-  cmd->add_option("--from-csv", args->from_csv, "read the schedule from a CSV file instead of generating it");
-  cmd->add_flag("--simulate", args->simulate, "run the cost model and report step time, bubble and activations");
-  auto& c = args->costs;
-  cmd->add_option("--cost-f", c.f, "forward time of one stage for one micro-batch")->capture_default_str();
-  cmd->add_option("--cost-b", c.b, "backward time of one stage for one micro-batch")->capture_default_str();
-  cmd->add_option("--cost-i", c.i, "input part of a split backward (zb1p's I); < 0 = half of --cost-b")
-      ->capture_default_str();
-  cmd->add_option("--cost-w", c.w, "weight part of a split backward (zb1p's W); < 0 = half of --cost-b")
-      ->capture_default_str();
-  cmd->add_option("--stage-cost", args->stage_costs, "per-stage override STAGE:F:B or STAGE:F:B:I:W (repeatable)")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--cost-pre-f", c.pre_f, "preprocess forward time (part of stage 0 outside MPipe)")
-      ->capture_default_str();
-  cmd->add_option("--cost-pre-b", c.pre_b, "preprocess backward time")->capture_default_str();
-  cmd->add_option("--cost-recompute", c.recompute, "preprocess recompute time in MPIPE_TRANSPOSE_BWD (<0 = pre-f)")
-      ->capture_default_str();
-  cmd->add_option("--broadcast-bytes", c.broadcast_bytes, "preprocess parameter bytes broadcast per step")
-      ->capture_default_str();
-  cmd->add_option("--broadcast-bw", c.broadcast_bw, "broadcast bandwidth, bytes per time unit (0 = infinite)")
-      ->capture_default_str();
-  cmd->add_option("--p2p-latency", c.p2p_latency, "point-to-point latency")->capture_default_str();
-  cmd->add_option("--p2p-bw", c.p2p_bw, "point-to-point bandwidth, bytes per time unit (0 = infinite)")
-      ->capture_default_str();
-  cmd->add_option("--activation-bytes", c.activation_bytes, "bytes of one activation or gradient message")
-      ->capture_default_str();
-  cmd->add_option("--input-bytes", c.preprocess_input_bytes, "bytes of one MPIPE_GRAPH_SEND (preprocess input)")
-      ->capture_default_str();
-  cmd->add_flag("--advise", args->advise,
-                "rank every layout of the model described by --layers and the --layer-*, --embed-*, --tower-* flags "
-                "(1F1B, interleaved v, MPipe v/T/overflow/owner-backward/body) by simulated step time and peak memory");
-  cmd->add_option("--advise-top", args->advise_top, "--advise: layouts to list")->capture_default_str();
-  auto& p = args->profile;
-  cmd->add_option("--layer-f", p.layer_f, "--advise: forward time of one body layer, one micro-batch")->capture_default_str();
-  cmd->add_option("--layer-b", p.layer_b, "--advise: backward time of one body layer")->capture_default_str();
-  cmd->add_option("--layer-bytes", p.layer_bytes, "--advise: parameter bytes of one body layer (broadcast when transposed)")
-      ->capture_default_str();
-  cmd->add_option("--embed-f", p.embed_f, "--advise: forward time of the embedding (VL: patch embedding + projector)")
-      ->capture_default_str();
-  cmd->add_option("--embed-b", p.embed_b, "--advise: backward time of the embedding")->capture_default_str();
-  cmd->add_option("--embed-bytes", p.embed_bytes, "--advise: parameter bytes of the embedding")->capture_default_str();
-  cmd->add_option("--tower-layers", p.tower_layers, "--advise: vision tower blocks before the body (VL; T counts them)")
-      ->capture_default_str();
-  cmd->add_option("--tower-f", p.tower_f, "--advise: forward time of one tower block")->capture_default_str();
-  cmd->add_option("--tower-b", p.tower_b, "--advise: backward time of one tower block")->capture_default_str();
-  cmd->add_option("--tower-bytes", p.tower_bytes, "--advise: parameter bytes of one tower block")->capture_default_str();
-  cmd->add_option("--svg", args->svg, "write an SVG timeline");
-  cmd->add_option("--trace", args->trace, "write a Chrome trace JSON (Perfetto, chrome://tracing)");
+  args->flags = add_schema_options(cmd, kPlan, args->roots());
   cmd->callback([args, exit_code] {
     try {
       run_plan(*args);
     } catch (const std::exception& e) {
-      std::cerr << "hyperpipe plan: error: " << with_flags(e.what(), plan_flags()) << "\n";
+      std::cerr << "hyperpipe plan: error: " << with_flags(e.what(), schema_flags(kPlan)) << "\n";
       *exit_code = 2;
     }
   });

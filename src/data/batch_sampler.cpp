@@ -13,7 +13,7 @@ Batch sample_batch(const TokenSource& src, const BatchOptions& o, std::int64_t s
                                 std::to_string(o.batch_size));
   const std::size_t window = static_cast<std::size_t>(o.seq_len) + 1;
   if (src.size() < window)
-    throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + ": the data (" + src.describe() +
+    throw std::invalid_argument("data.seq_len " + std::to_string(o.seq_len) + ": the data (" + src.describe() +
                                 ") has only " + std::to_string(src.size()) + " tokens; need at least seq-len + 1");
   Batch b;
   b.batch_size = o.batch_size;

@@ -36,18 +36,18 @@ class MappedSource final : public TokenSource {
  public:
   MappedSource(const std::string& path, int width, std::int64_t vocab) : path_(path), width_(width), vocab_(vocab) {
     int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw std::invalid_argument("--data " + path + ": cannot open the token file");
+    if (fd < 0) throw std::invalid_argument("data.data " + path + ": cannot open the token file");
     struct stat st {};
     ::fstat(fd, &st);
     bytes_ = static_cast<std::size_t>(st.st_size);
     if (bytes_ == 0 || bytes_ % width_ != 0) {
       ::close(fd);
-      throw std::invalid_argument("--data " + path + ": size " + std::to_string(bytes_) +
+      throw std::invalid_argument("data.data " + path + ": size " + std::to_string(bytes_) +
                                   " is not a positive multiple of " + std::to_string(width_) + " bytes per token");
     }
     base_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);
-    if (base_ == MAP_FAILED) throw std::invalid_argument("--data " + path + ": mmap failed");
+    if (base_ == MAP_FAILED) throw std::invalid_argument("data.data " + path + ": mmap failed");
     if (vocab_ <= 0) {
       for (std::size_t i = 0; i < size(); ++i) vocab_ = std::max(vocab_, at(i) + 1);
     }
@@ -119,22 +119,22 @@ std::unique_ptr<TokenSource> text_file(const std::string& path) {
   // A device or a pipe (/dev/zero, a FIFO) never ends: read regular files only.
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw std::invalid_argument("--data " + path + ": not a regular file (a text file is read whole)");
+    throw std::invalid_argument("data.data " + path + ": not a regular file (a text file is read whole)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("--data " + path + ": cannot open the text file");
+  if (!in) throw std::invalid_argument("data.data " + path + ": cannot open the text file");
   std::vector<std::uint8_t> bytes;
   try {
     bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   } catch (const std::exception&) {  // libstdc++ throws from a failed read (e.g. /proc/self/mem)
-    throw std::invalid_argument("--data " + path + ": reading the text file failed (" + std::strerror(errno) + ")");
+    throw std::invalid_argument("data.data " + path + ": reading the text file failed (" + std::strerror(errno) + ")");
   }
-  if (bytes.empty()) throw std::invalid_argument("--data " + path + ": the text file is empty");
+  if (bytes.empty()) throw std::invalid_argument("data.data " + path + ": the text file is empty");
   return std::make_unique<ByteSource>(std::move(bytes), path + " (bytes)");
 }
 
 std::unique_ptr<TokenSource> token_file(const std::string& path, int bytes_per_token, std::int64_t vocab_size) {
   if (bytes_per_token != 2 && bytes_per_token != 4)
-    throw std::invalid_argument("--data " + path + ": tokens must be uint16 or uint32");
+    throw std::invalid_argument("data.data " + path + ": tokens must be uint16 or uint32");
   return std::make_unique<MappedSource>(path, bytes_per_token, vocab_size);
 }
 
@@ -193,7 +193,7 @@ std::unique_ptr<TokenSource> open_source(const std::string& spec) {
   if (ends_with(".u16") || ends_with(".bin")) return token_file(spec, 2, 0);
   if (ends_with(".u32")) return token_file(spec, 4, 0);
   if (ends_with(".txt")) return text_file(spec);
-  throw std::invalid_argument("--data " + spec +
+  throw std::invalid_argument("data.data " + spec +
                               ": unknown data spec; use embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB] "
                               "or a path ending in .txt, .u16, .bin or .u32");
 }

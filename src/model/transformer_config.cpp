@@ -164,18 +164,19 @@ void TransformerConfig::validate() const {
 
 std::string TransformerConfig::describe() const {
   std::ostringstream os;
-  os << "--layers " << num_layers << " --hidden " << hidden_size << " --heads "
-     << num_attention_heads << " --ffn-hidden " << ffn_hidden() << " --vocab " << vocab_size
-     << " --seq-len " << max_seq_len << " --tie-embeddings " << (tie_embeddings ? "true" : "false")
-     << " --dropout " << dropout << " --layernorm-eps " << layernorm_eps << " --init-std "
-     << init_std << " --seed " << seed << " --dtype " << dtype_name(dtype);
-  if (mtp_num_layers > 0) os << " --mtp-layers " << mtp_num_layers << " --mtp-loss-scaling " << mtp_loss_scaling_factor;
+  os << "model.num_layers " << num_layers << " model.hidden_size " << hidden_size << " model.num_attention_heads "
+     << num_attention_heads << " model.ffn_hidden_size " << ffn_hidden() << " model.vocab_size " << vocab_size
+     << " model.max_seq_len " << max_seq_len << (tie_embeddings ? " model.tie_embeddings" : "") << " model.seed "
+     << seed << " model.dtype " << dtype_name(dtype);
+  if (mtp_num_layers > 0)
+    os << " model.mtp_num_layers " << mtp_num_layers << " model.mtp_loss_scaling_factor " << mtp_loss_scaling_factor;
   if (emulate.active())
-    os << " --emulate-layer-ms " << emulate.forward_ms << "," << emulate.backward_ms
-       << (emulate.replace_math ? " --emulate-only" : "");
+    os << " model.emulate " << emulate.forward_ms << "," << emulate.backward_ms
+       << (emulate.replace_math ? " model.emulate.replace_math" : "");
   if (enable_mhc_connections)
-    os << " --mhc --mhc-streams " << mhc_num_residual_streams << " --mhc-sinkhorn-iterations "
-       << mhc_sinkhorn_iterations << " --mhc-init-gating-factor " << mhc_init_gating_factor;
+    os << " model.enable_mhc_connections model.mhc_num_residual_streams " << mhc_num_residual_streams
+       << " model.mhc_sinkhorn_iterations " << mhc_sinkhorn_iterations << " model.mhc_init_gating_factor "
+       << mhc_init_gating_factor;
   return os.str();
 }
 

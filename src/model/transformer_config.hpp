@@ -137,7 +137,8 @@ struct TransformerConfig {
     return tensor_parallel.local_seq(seq / context_parallel.size);
   }
 
-  // One line, flag style: "--layers 8 --hidden 64 ...", for logs.
+  // One line for logs, option names and values ("model.num_layers 8
+  // model.hidden_size 64 ..."), which a command prints as its flags.
   std::string describe() const;
 };
 

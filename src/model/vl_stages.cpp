@@ -22,7 +22,7 @@ void check_vl_layout(const VLStagesOptions& o, const schedule::ScheduleOptions& 
                                 " image patches, which come first");
   if (o.text.config.mtp_num_layers > 0)
     throw std::invalid_argument("model.mtp_num_layers: multi-token prediction needs a language model "
-                                "(--model gpt or hybrid); a VL model's captions follow image patches");
+                                "(model.family gpt or hybrid); a VL model's captions follow image patches");
   const int t = layout.transposed_layers();
   if (t < 0 || t > o.vision.num_layers)
     throw std::invalid_argument("schedule.mpipe.transpose_layers counts vision tower blocks for a VL model: 0 <= T <= "

@@ -45,7 +45,7 @@ MPipeRuntime::MPipeRuntime(const schedule::ScheduleOptions& layout, int rank, co
                            std::shared_ptr<Preprocess> preprocess)
     : layout_(layout), rank_(rank), pg_(pg), preprocess_(std::move(preprocess)) {
   if (layout_.kind != schedule::ScheduleKind::MPipe)
-    throw std::invalid_argument("MPipeRuntime needs --schedule mpipe");
+    throw std::invalid_argument("MPipeRuntime needs schedule.kind mpipe");
   if (!pg_) throw std::invalid_argument("MPipe Transpose needs a process group (schedule.pp >= 2)");
   const int t = layout_.mpipe.transpose_layers;
   if (t == 0 && preprocess_)

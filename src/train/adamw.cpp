@@ -29,16 +29,16 @@ void require_range01(const char* flag, double v) {
 }  // namespace
 
 void AdamWOptions::validate() const {
-  require_range01("--adam-beta1", beta1);
-  require_range01("--adam-beta2", beta2);
+  require_range01("train.adam.beta1", beta1);
+  require_range01("train.adam.beta2", beta2);
   if (!(eps > 0.0 && std::isfinite(eps))) {
     std::ostringstream os;
-    os << "--adam-eps must be a finite number > 0, got " << eps;
+    os << "train.adam.eps must be a finite number > 0, got " << eps;
     bad_adamw(os.str());
   }
   if (!(weight_decay >= 0.0 && std::isfinite(weight_decay))) {
     std::ostringstream os;
-    os << "--weight-decay must be a finite number >= 0, got " << weight_decay;
+    os << "train.adam.weight_decay must be a finite number >= 0, got " << weight_decay;
     bad_adamw(os.str());
   }
 }
@@ -84,7 +84,7 @@ bool AdamW::decays(const std::string& name) const {
 void AdamW::step(double lr) {
   if (!(lr >= 0.0 && std::isfinite(lr))) {
     std::ostringstream os;
-    os << "--lr must be a finite number >= 0, got " << lr;
+    os << "train.lr.max_lr must be a finite number >= 0, got " << lr;
     bad_adamw(os.str());
   }
   at::NoGradGuard no_grad;

@@ -39,10 +39,10 @@ std::string cat(const Ts&... parts) {
 }
 
 [[noreturn]] void bad_save(const std::string& dir, const std::string& what) {
-  throw std::invalid_argument(cat("--save ", dir, ": ", what));
+  throw std::invalid_argument(cat("train.save ", dir, ": ", what));
 }
 [[noreturn]] void bad_load(const std::string& path, const std::string& what) {
-  throw std::invalid_argument(cat("--load ", path, ": ", what));
+  throw std::invalid_argument(cat("train.load ", path, ": ", what));
 }
 
 std::string shape_str(at::IntArrayRef s) { return cat(s); }
@@ -189,7 +189,7 @@ json parse_metadata(const std::string& text, const std::string& dir) {
 }
 
 void check_common(const std::string& dir, std::int64_t step, int world_size) {
-  if (dir.empty()) throw std::invalid_argument("--save: a checkpoint directory is required");
+  if (dir.empty()) throw std::invalid_argument("train.save: a checkpoint directory is required");
   if (step < 0) bad_save(dir, cat("the step must be >= 0, got ", step));
   if (world_size < 1) bad_save(dir, cat("world_size must be >= 1, got ", world_size));
 }
@@ -304,7 +304,7 @@ void write_checkpoint_shard(const std::string& dir, std::int64_t step, int rank,
     // Nothing of this rank's attempt stays behind (a retry or the next save would clean it too).
     std::error_code ec;
     for (const fs::path& p : {shard, tmp_sibling(shard), manifest_path, tmp_sibling(manifest_path)}) fs::remove(p, ec);
-    throw std::runtime_error(cat("--save ", dir, ": writing shard ", rank, " of step ", step, " failed: ", first_line(e)));
+    throw std::runtime_error(cat("train.save ", dir, ": writing shard ", rank, " of step ", step, " failed: ", first_line(e)));
   }
 }
 
@@ -382,7 +382,7 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
       if (entry.is_directory() && std::regex_match(n, stale_dir_re())) fs::remove_all(entry.path());
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error(cat("--save ", dir, ": finalizing step ", step, " failed: ", first_line(e)));
+    throw std::runtime_error(cat("train.save ", dir, ": finalizing step ", step, " failed: ", first_line(e)));
   }
 }
 
@@ -532,7 +532,7 @@ std::vector<std::int64_t> prune_checkpoints(const std::string& dir, const Checkp
 }
 
 void check_checkpoint_dir_writable(const std::string& dir) {
-  if (dir.empty()) throw std::invalid_argument("--save: a checkpoint directory is required");
+  if (dir.empty()) throw std::invalid_argument("train.save: a checkpoint directory is required");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) bad_save(dir, cat("cannot create the directory (", ec.message(), ")"));
@@ -545,7 +545,7 @@ void check_checkpoint_dir_writable(const std::string& dir) {
 }
 
 std::string resolve_checkpoint(const std::string& path) {
-  if (path.empty()) throw std::invalid_argument("--load: a checkpoint directory is required");
+  if (path.empty()) throw std::invalid_argument("train.load: a checkpoint directory is required");
   const fs::path p(path);
   std::error_code ec;
   if (!fs::is_directory(p, ec)) bad_load(path, "no such directory");

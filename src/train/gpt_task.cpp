@@ -29,9 +29,9 @@ model::GPTStagesOptions GptTask::stages() const {
 void GptTask::validate(const schedule::ScheduleOptions& layout) const {
   const auto& m = options_.model;
   if (options_.data.variable_seq_len && (m.context_parallel.size > 1 || m.tensor_parallel.sequence_parallel))
-    throw std::invalid_argument(std::string("--variable-seq-len with ") +
-                                (m.context_parallel.size > 1 ? "--cp" : "--sequence-parallel") +
-                                ": the sequence is split into equal shards, which needs one fixed --seq-len");
+    throw std::invalid_argument(std::string("data.variable_seq_len with ") +
+                                (m.context_parallel.size > 1 ? "model.context_parallel.size" : "model.tensor_parallel.sequence_parallel") +
+                                ": the sequence is split into equal shards, which needs one fixed data.seq_len");
   data_.validate(options_.model.vocab_size, options_.model.max_seq_len, options_.model.mtp_num_layers);
   model::check_gpt_layout(stages(), layout);
 }
@@ -116,13 +116,13 @@ std::string gpt_checkpoint_metadata(const model::TransformerConfig& m) {
 model::TransformerConfig gpt_config_from_checkpoint(const CheckpointInfo& info) {
   const nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
   if (j.contains("model"))
-    throw std::invalid_argument("--load " + info.path + ": a checkpoint of the " + j.at("model").get<std::string>() +
+    throw std::invalid_argument("train.load " + info.path + ": a checkpoint of the " + j.at("model").get<std::string>() +
                                 " model, not a GPT");
   return text_config_from_checkpoint(info);
 }
 
 model::TransformerConfig text_config_from_checkpoint(const CheckpointInfo& info) {
-  auto fail = [&](const std::string& m) { throw std::invalid_argument("--load " + info.path + ": " + m); };
+  auto fail = [&](const std::string& m) { throw std::invalid_argument("train.load " + info.path + ": " + m); };
   const nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
   for (const char* key : {"layers", "hidden", "heads", "ffn-hidden", "vocab"})
     if (!j.contains(key)) fail(std::string("its metadata does not record the GPT's ") + key);

@@ -66,7 +66,7 @@ double clip_grad_norm(const NamedParams& params, const GradClipOptions& options,
                       const AllReduceSum& all_reduce_sum, const std::set<std::string>& duplicates) {
   if (!(options.max_norm >= 0.0 && std::isfinite(options.max_norm))) {
     std::ostringstream os;
-    os << "--clip-grad must be a finite number >= 0 (0 disables clipping), got " << options.max_norm;
+    os << "train.clip_grad must be a finite number >= 0 (0 disables clipping), got " << options.max_norm;
     throw std::invalid_argument(os.str());
   }
   if (!(options.eps >= 0.0 && std::isfinite(options.eps))) {

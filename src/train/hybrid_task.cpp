@@ -60,7 +60,7 @@ std::string HybridTask::checkpoint_metadata() const {
 }
 
 std::string HybridTask::describe() const {
-  return "hybrid: " + data_.describe() + " | --hybrid-pattern " + options_.model.pattern + " | " +
+  return "hybrid: " + data_.describe() + " | model.hybrid_pattern " + options_.model.pattern + " | " +
          options_.model.base.describe();
 }
 
@@ -68,10 +68,10 @@ model::HybridConfig hybrid_config_from_checkpoint(const CheckpointInfo& info) {
   nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
   const std::string model = j.value("model", std::string("gpt"));
   if (model != "hybrid")
-    throw std::invalid_argument("--load " + info.path + ": a checkpoint of the " + model + " model, not a Hybrid model");
+    throw std::invalid_argument("train.load " + info.path + ": a checkpoint of the " + model + " model, not a Hybrid model");
   for (const char* key : {"hybrid-pattern", "moe-experts", "mamba-state"})
     if (!j.contains(key))
-      throw std::invalid_argument("--load " + info.path + ": its metadata does not record the Hybrid model's " + key);
+      throw std::invalid_argument("train.load " + info.path + ": its metadata does not record the Hybrid model's " + key);
   model::HybridConfig c;
   c.pattern = j.at("hybrid-pattern").get<std::string>();
   c.moe.num_experts = j.at("moe-experts").get<int>();

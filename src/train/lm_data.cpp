@@ -23,7 +23,7 @@ std::unique_ptr<data::TokenSource> open_eval_source(const std::string& spec) {
     return data::open_source(spec);
   } catch (const std::invalid_argument& e) {
     std::string m = e.what();
-    if (m.rfind("--data", 0) == 0) m = "--eval-data" + m.substr(6);
+    if (m.rfind("data.data", 0) == 0) m = "data.eval_data" + m.substr(9);
     throw std::invalid_argument(m);
   }
 }
@@ -47,23 +47,23 @@ LmData::~LmData() = default;
 void LmData::validate(int vocab, int positions, int mtp_depth) const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
   const auto& o = options_;
-  if (o.micro_batch_size < 1) fail("--micro-batch-size must be >= 1, got " + std::to_string(o.micro_batch_size));
-  if (o.seq_len < 1) fail("--seq-len must be >= 1, got " + std::to_string(o.seq_len));
+  if (o.micro_batch_size < 1) fail("data.micro_batch_size must be >= 1, got " + std::to_string(o.micro_batch_size));
+  if (o.seq_len < 1) fail("data.seq_len must be >= 1, got " + std::to_string(o.seq_len));
   if (o.seq_len > positions)
-    fail("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's position table (" +
+    fail("data.seq_len " + std::to_string(o.seq_len) + " exceeds the model's position table (" +
          std::to_string(positions) + ")");
   if (o.seq_len <= mtp_depth)
-    fail("--seq-len " + std::to_string(o.seq_len) + " leaves no position for multi-token prediction " +
-         std::to_string(mtp_depth) + " tokens ahead; use a --seq-len above " + std::to_string(mtp_depth));
+    fail("data.seq_len " + std::to_string(o.seq_len) + " leaves no position for multi-token prediction " +
+         std::to_string(mtp_depth) + " tokens ahead; use a data.seq_len above " + std::to_string(mtp_depth));
   auto check = [&](const data::TokenSource& src, const std::string& flag, const std::string& spec) {
     if (src.vocab_size() > vocab)
-      fail(flag + " " + spec + " has token ids up to " + std::to_string(src.vocab_size() - 1) + " but --vocab is " +
+      fail(flag + " " + spec + " has token ids up to " + std::to_string(src.vocab_size() - 1) + " but model.vocab_size is " +
            std::to_string(vocab));
     if (src.size() < static_cast<std::size_t>(o.seq_len) + 1)
-      fail(flag + " " + spec + " is shorter than --seq-len + 1 tokens");
+      fail(flag + " " + spec + " is shorter than data.seq_len + 1 tokens");
   };
-  check(*train_, "--data", o.data);
-  if (eval_) check(*eval_, "--eval-data", o.eval_data.empty() ? "(the embedded corpus's held-out tail)" : o.eval_data);
+  check(*train_, "data.data", o.data);
+  if (eval_) check(*eval_, "data.eval_data", o.eval_data.empty() ? "(the embedded corpus's held-out tail)" : o.eval_data);
 }
 
 int LmData::seq_len_of(std::int64_t index, int micro_batches, int m, std::uint64_t seed) const {
@@ -119,8 +119,8 @@ std::vector<runtime::MicroBatch> LmData::batch(std::int64_t index, int micro_bat
 std::vector<runtime::MicroBatch> LmData::eval_batch(std::int64_t index, int micro_batches,
                                                     const runtime::Reads& reads, std::uint64_t seed) const {
   if (!eval_)
-    throw std::invalid_argument("--eval-interval needs held-out data: --data " + options_.data +
-                                " has none of its own; give --eval-data PATH");
+    throw std::invalid_argument("train.eval_interval needs held-out data: data.data " + options_.data +
+                                " has none of its own; give data.eval_data PATH");
   return sample(*eval_, index, micro_batches, reads, seed ^ kHeldOutSeedMix);
 }
 

@@ -17,15 +17,15 @@ template <typename... Ts>
 }  // namespace
 
 void LrScheduleOptions::validate() const {
-  if (!(max_lr > 0.0 && std::isfinite(max_lr))) fail("--lr must be a finite number > 0, got ", max_lr);
+  if (!(max_lr > 0.0 && std::isfinite(max_lr))) fail("train.lr.max_lr must be a finite number > 0, got ", max_lr);
   if (!(min_lr >= 0.0 && min_lr <= max_lr))
-    fail("--min-lr must be in [0, --lr = ", max_lr, "], got ", min_lr);
+    fail("train.lr.min_lr must be in [0, train.lr.max_lr = ", max_lr, "], got ", min_lr);
   if (!(warmup_init_lr >= 0.0 && warmup_init_lr <= max_lr))
-    fail("--lr-warmup-init must be in [0, --lr = ", max_lr, "], got ", warmup_init_lr);
-  if (warmup_steps < 0) fail("--warmup-steps must be >= 0, got ", warmup_steps);
-  if (decay_steps < 1) fail("--decay-steps must be >= 1, got ", decay_steps);
+    fail("train.lr.warmup_init_lr must be in [0, train.lr.max_lr = ", max_lr, "], got ", warmup_init_lr);
+  if (warmup_steps < 0) fail("train.lr.warmup_steps must be >= 0, got ", warmup_steps);
+  if (decay_steps < 1) fail("train.lr.decay_steps must be >= 1, got ", decay_steps);
   if (decay_steps < warmup_steps)
-    fail("--warmup-steps (", warmup_steps, ") must be <= --decay-steps (", decay_steps,
+    fail("train.lr.warmup_steps (", warmup_steps, ") must be <= train.lr.decay_steps (", decay_steps,
          "): the decay steps include the warmup");
 }
 

@@ -162,11 +162,11 @@ void write_measured_trace(const runtime::ActionTrace& trace, double offset_us, c
     for (const TraceEvent& e : ranks.back()) t0 = std::min(t0, e.start_us);
   }
   if (!std::isfinite(t0)) t0 = 0;
-  if (!out.chrome.empty()) write_file(out.chrome, chrome_trace(ranks, t0), "--trace");
+  if (!out.chrome.empty()) write_file(out.chrome, chrome_trace(ranks, t0), "train.trace.chrome");
   if (out.timeline.empty()) return;
   const schedule::Schedule s = schedule::generate(layout);
   if (ranks.size() != s.ranks.size())
-    throw std::invalid_argument("--timeline draws one pipeline: the job's " + std::to_string(ranks.size()) +
+    throw std::invalid_argument("train.trace.timeline draws one pipeline: the job's " + std::to_string(ranks.size()) +
                                 " ranks are not its " + std::to_string(s.ranks.size()) + " stages' ranks");
   const auto measured = measured_report(ranks, t0);
   std::string svg = schedule::render_svg(s, measured);
@@ -174,7 +174,7 @@ void write_measured_trace(const runtime::ActionTrace& trace, double offset_us, c
     const auto simulated = schedule::simulate(s, measured_costs(ranks));
     svg = stack_svgs({{"measured", svg}, {"simulated with the measured per-stage costs", schedule::render_svg(s, simulated)}});
   }
-  write_file(out.timeline, svg, "--timeline");
+  write_file(out.timeline, svg, "train.trace.timeline");
 }
 
 }  // namespace hp::train

@@ -36,8 +36,8 @@ void check_memory_fits(const MemoryEstimate& estimate, int ranks, double availab
   if (need <= available) return;
   throw std::invalid_argument("the model needs about " + estimate.describe() + ", " + gib(need) + " GiB for the " +
                               std::to_string(ranks) + " rank(s) on this machine, which has " + gib(available) +
-                              " GiB available; use a smaller model (--layers, --hidden, --vocab), fewer or smaller "
-                              "micro-batches, more machines, or --use-distributed-optimizer with --dp");
+                              " GiB available; use a smaller model (model.num_layers, model.hidden_size, model.vocab_size), fewer or "
+                              "smaller micro-batches, more machines, or train.distributed_optimizer with train.dp");
 }
 
 }  // namespace hp::train

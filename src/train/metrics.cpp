@@ -48,10 +48,10 @@ std::string metrics_json_line(const StepMetrics& m) {
 }
 
 MetricsWriter::MetricsWriter(std::string path, bool append) : path_(std::move(path)) {
-  if (path_.empty()) throw std::invalid_argument("--metrics: a file path is required");
+  if (path_.empty()) throw std::invalid_argument("train.metrics: a file path is required");
   out_.open(path_, append ? std::ios::app : std::ios::trunc);
   if (!out_) {
-    throw std::invalid_argument("--metrics " + path_ + ": cannot open the file for writing (" +
+    throw std::invalid_argument("train.metrics " + path_ + ": cannot open the file for writing (" +
                                 std::strerror(errno) + ")");
   }
 }
@@ -60,7 +60,7 @@ void MetricsWriter::write(const StepMetrics& m) {
   const std::string line = metrics_json_line(m);
   out_ << line << '\n';
   out_.flush();
-  if (!out_) throw std::runtime_error("--metrics " + path_ + ": write failed at step " + std::to_string(m.step));
+  if (!out_) throw std::runtime_error("train.metrics " + path_ + ": write failed at step " + std::to_string(m.step));
 }
 
 void keep_metrics_through(const std::string& path, std::int64_t last_step) {
@@ -84,13 +84,13 @@ void keep_metrics_through(const std::string& path, std::int64_t last_step) {
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());
-      throw std::invalid_argument("--metrics " + path + ": cannot write " + tmp + " (" + std::strerror(errno) + ")");
+      throw std::invalid_argument("train.metrics " + path + ": cannot write " + tmp + " (" + std::strerror(errno) + ")");
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
-    throw std::invalid_argument("--metrics " + path + ": cannot replace it (" + std::strerror(err) + ")");
+    throw std::invalid_argument("train.metrics " + path + ": cannot replace it (" + std::strerror(err) + ")");
   }
 }
 

@@ -58,7 +58,7 @@ void keep_metrics_through(const std::string& path, std::int64_t last_step);
 // Before a job starts: path can be opened for appending (an existing file is not changed; a new
 // one is created empty). Throws std::invalid_argument "FLAG PATH: cannot ..." naming why (the
 // flag of the file: --metrics, --trace, --timeline).
-void check_metrics_writable(const std::string& path, const std::string& flag = "--metrics");
+void check_metrics_writable(const std::string& path, const std::string& flag = "train.metrics");
 
 // The line write() emits for m, without the newline.
 std::string metrics_json_line(const StepMetrics& m);

@@ -16,7 +16,7 @@ Place make_place(comm::ProcessGroup* world, int pp, int dp, int tp, int cp) {
   p.replicas = dp;
   if (!world) return p;
   if (world->world_size() != pp * dp * tp * cp)
-    throw std::invalid_argument("--tp " + std::to_string(tp) + " x --cp " + std::to_string(cp) + " x --dp " +
+    throw std::invalid_argument("model.tensor_parallel.size " + std::to_string(tp) + " x model.context_parallel.size " + std::to_string(cp) + " x train.dp " +
                                 std::to_string(dp) + " x " + std::to_string(pp) + " pipeline ranks is not the job's " +
                                 std::to_string(world->world_size()) + " ranks");
   p.world_rank = world->rank();

@@ -74,34 +74,34 @@ double evaluate(runtime::Pipeline& pipeline, const Task& task, int iters, const 
 
 void TrainOptions::validate(const Task& task) const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
-  if (grad_accum < 1) fail("--grad-accum must be >= 1, got " + std::to_string(grad_accum));
-  if (dp < 1) fail("--dp must be >= 1, got " + std::to_string(dp));
-  if (steps < 1) fail("--steps must be >= 1, got " + std::to_string(steps));
-  if (clip_grad < 0) fail("--clip-grad must be >= 0, got " + std::to_string(clip_grad));
-  if (save_interval < 0) fail("--save-interval must be >= 0");
-  if (log_interval < 1) fail("--log-interval must be >= 1, got " + std::to_string(log_interval));
+  if (grad_accum < 1) fail("train.grad_accum must be >= 1, got " + std::to_string(grad_accum));
+  if (dp < 1) fail("train.dp must be >= 1, got " + std::to_string(dp));
+  if (steps < 1) fail("train.steps must be >= 1, got " + std::to_string(steps));
+  if (clip_grad < 0) fail("train.clip_grad must be >= 0, got " + std::to_string(clip_grad));
+  if (save_interval < 0) fail("train.save_interval must be >= 0");
+  if (log_interval < 1) fail("train.log_interval must be >= 1, got " + std::to_string(log_interval));
   if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang" && fault.kind != "kill" &&
       fault.kind != "stop" && fault.kind != "nospace")
-    fail("--inject-fault: the kind must be exit, hang, kill, stop or nospace, got " + fault.kind);
-  if (save_interval > 0 && save.empty()) fail("--save-interval needs --save DIR");
-  if (eval_interval < 0) fail("--eval-interval must be >= 0 (0 = no evaluation), got " + std::to_string(eval_interval));
-  if (eval_iters < 1) fail("--eval-iters must be >= 1, got " + std::to_string(eval_iters));
+    fail("train.fault: the kind must be exit, hang, kill, stop or nospace, got " + fault.kind);
+  if (save_interval > 0 && save.empty()) fail("train.save_interval needs train.save DIR");
+  if (eval_interval < 0) fail("train.eval_interval must be >= 0 (0 = no evaluation), got " + std::to_string(eval_interval));
+  if (eval_iters < 1) fail("train.eval_iters must be >= 1, got " + std::to_string(eval_iters));
   if (eval_interval > 0 && !task.has_eval_data())
-    fail("--eval-interval needs held-out data, and this --data has none of its own: give --eval-data PATH");
-  if (keep.keep_last < 0) fail("--keep-last must be >= 0 (0 keeps every checkpoint), got " + std::to_string(keep.keep_last));
-  if (keep.keep_every < 0) fail("--keep-every must be >= 0, got " + std::to_string(keep.keep_every));
-  if (keep.keep_every > 0 && keep.keep_last == 0) fail("--keep-every needs --keep-last N (without it every checkpoint is kept)");
-  if ((keep.keep_last > 0) && save.empty()) fail("--keep-last needs --save DIR");
+    fail("train.eval_interval needs held-out data, and this data.data has none of its own: give data.eval_data PATH");
+  if (keep.keep_last < 0) fail("train.keep.keep_last must be >= 0 (0 keeps every checkpoint), got " + std::to_string(keep.keep_last));
+  if (keep.keep_every < 0) fail("train.keep.keep_every must be >= 0, got " + std::to_string(keep.keep_every));
+  if (keep.keep_every > 0 && keep.keep_last == 0) fail("train.keep.keep_every needs train.keep.keep_last N (without it every checkpoint is kept)");
+  if ((keep.keep_last > 0) && save.empty()) fail("train.keep.keep_last needs train.save DIR");
   if (save_failures != "stop" && save_failures != "continue")
-    fail("--save-failures must be stop or continue, got " + save_failures);
+    fail("train.save_failures must be stop or continue, got " + save_failures);
   // Found now rather than at the first save or the first step.
   if (!save.empty()) check_checkpoint_dir_writable(save);
   if (!metrics.empty()) check_metrics_writable(metrics);
-  for (const auto& [path, flag] : {std::pair{trace.chrome, "--trace"}, {trace.timeline, "--timeline"}})
+  for (const auto& [path, flag] : {std::pair{trace.chrome, "train.trace.chrome"}, {trace.timeline, "train.trace.timeline"}})
     if (!path.empty()) check_metrics_writable(path, flag);
-  if (trace.simulate && trace.timeline.empty()) fail("--simulate needs --timeline FILE.svg (it draws the simulated step under the measured one)");
+  if (trace.simulate && trace.timeline.empty()) fail("train.trace.simulate needs train.trace.timeline FILE.svg (it draws the simulated step under the measured one)");
   if (!trace.timeline.empty() && dp * task.tensor_parallel() * task.context_parallel() > 1)
-    fail("--timeline draws one pipeline; with --dp, --tp or --cp use --trace, which has every rank");
+    fail("train.trace.timeline draws one pipeline; with train.dp, model.tensor_parallel.size or model.context_parallel.size use train.trace.chrome, which has every rank");
   adam.validate();
   lr_options(*this).validate();
   runtime::validate_pipeline_options(pipeline);
@@ -127,8 +127,8 @@ void validate_checkpoint_shape(const std::string& load, std::int64_t steps, cons
   static const std::set<std::string> kRecordedLater = {"seq-len", "mhc-sinkhorn-iterations"};
   const CheckpointInfo info = verify_checkpoint(load);
   if (steps <= info.step)
-    throw std::invalid_argument("--steps " + std::to_string(steps) + " trains nothing after --load " + load +
-                                ", saved at step " + std::to_string(info.step) + ": give --steps above " +
+    throw std::invalid_argument("train.steps " + std::to_string(steps) + " trains nothing after train.load " + load +
+                                ", saved at step " + std::to_string(info.step) + ": give train.steps above " +
                                 std::to_string(info.step));
   if (info.metadata_json.empty()) return;
   const auto saved = nlohmann::json::parse(info.metadata_json);
@@ -146,7 +146,7 @@ void validate_checkpoint_shape(const std::string& load, std::int64_t steps, cons
     ours += " --" + k + " " + value(mine, k);
   }
   if (!theirs.empty())
-    throw std::invalid_argument("--load " + load + ": " + info.path + "/meta.json was saved for a model with" + theirs +
+    throw std::invalid_argument("train.load " + load + ": " + info.path + "/meta.json was saved for a model with" + theirs +
                                 "; this run has" + ours);
 }
 
@@ -222,7 +222,9 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
     if (at.mesh) r.ok = sum_over(at.world)(r.ok ? 0.0 : 1.0) == 0.0;  // the other ranks learn the outcome
     if (r.ok) return true;
     if (o.save_failures == "continue") {
-      if (!r.error.empty()) std::cerr << "hyperpipe train: warning: " << r.error << "; training on (--save-failures continue)" << std::endl;
+      if (!r.error.empty())
+        std::cerr << "hyperpipe train: warning: " << o.name_options(r.error + "; training on (train.save_failures continue)")
+                  << std::endl;
       return true;
     }
     if (!r.error.empty()) throw std::runtime_error(r.error);

@@ -44,13 +44,7 @@ struct FaultInjection {
 // on 2 cores.
 struct TrainOptions {
   // Schedule (pp = world size / dp) and executor options.
-  runtime::PipelineOptions pipeline = [] {
-    runtime::PipelineOptions p;
-    p.schedule.kind = schedule::ScheduleKind::Interleaved;
-    p.schedule.vpp = 2;
-    p.schedule.micro_batches = 8;
-    return p;
-  }();
+  runtime::PipelineOptions pipeline;
   // --dp: data-parallel replicas of the pipeline; the job's ranks are dp x pp
   // (comm/mesh.hpp's layout), and a step reads dp x --mb micro-batches.
   int dp = 1;
@@ -83,6 +77,9 @@ struct TrainOptions {
   std::int64_t eval_interval = 0;
   int eval_iters = 4;                 // --eval-iters
   FaultInjection fault;               // --inject-fault RANK:STEP:exit|hang
+  // Messages the loop prints itself (a warning) name options as lower layers
+  // do ("train.save"); a command turns the names into its flags here.
+  std::function<std::string(const std::string&)> name_options = [](const std::string& m) { return m; };
 
   // Checks what can be checked without a process group (the schedule, the
   // loop's options and, with --load, the checkpoint's model against the

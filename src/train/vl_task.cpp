@@ -30,11 +30,11 @@ model::VLStagesOptions VlTask::stages() const {
 
 void VlTask::validate(const schedule::ScheduleOptions& layout) const {
   if (options_.micro_batch_size < 1)
-    throw std::invalid_argument("--micro-batch-size must be >= 1, got " + std::to_string(options_.micro_batch_size));
+    throw std::invalid_argument("data.micro_batch_size must be >= 1, got " + std::to_string(options_.micro_batch_size));
   const int words = static_cast<int>(data::vl_vocabulary().size());
   if (options_.text.vocab_size < words)
-    throw std::invalid_argument("--vocab " + std::to_string(options_.text.vocab_size) +
-                                " is too small for --model vl's " + std::to_string(words) + " caption words");
+    throw std::invalid_argument("model.vocab_size " + std::to_string(options_.text.vocab_size) +
+                                " is too small for model.family vl's " + std::to_string(words) + " caption words");
   model::check_vl_layout(stages(), layout);
 }
 
@@ -89,14 +89,14 @@ std::string VlTask::checkpoint_metadata() const {
 std::string VlTask::describe() const {
   const auto& v = options_.vision;
   return "vl: micro-batch-size=" + std::to_string(options_.micro_batch_size) + " | " + options_.text.describe() +
-         " | --vision-layers " + std::to_string(v.num_layers) + " --image-size " + std::to_string(v.image_size) +
+         " | vision.num_layers " + std::to_string(v.num_layers) + " vision.image_size " + std::to_string(v.image_size) +
          (v.frozen ? " (frozen)" : "");
 }
 
 model::VLStagesOptions vl_options_from_checkpoint(const CheckpointInfo& info) {
   const nlohmann::json j = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
   if (j.value("model", std::string("gpt")) != "vl")
-    throw std::invalid_argument("--load " + info.path + ": a checkpoint of the " + j.value("model", std::string("gpt")) +
+    throw std::invalid_argument("train.load " + info.path + ": a checkpoint of the " + j.value("model", std::string("gpt")) +
                                 " model, not a VL model");
   model::VLStagesOptions o;
   o.text.config = text_config_from_checkpoint(info);

@@ -76,8 +76,8 @@ TEST(TokenFile, RejectsBadFilesWithTheirName) {
     }
     return std::string("accepted");
   };
-  EXPECT_EQ(refusal(temp_path("missing.txt")), "--data " + temp_path("missing.txt") + ": cannot open the text file");
-  EXPECT_EQ(refusal("weird.xyz"), "--data weird.xyz: unknown data spec; use embedded, text:PATH, u16:PATH[:VOCAB], "
+  EXPECT_EQ(refusal(temp_path("missing.txt")), "data.data " + temp_path("missing.txt") + ": cannot open the text file");
+  EXPECT_EQ(refusal("weird.xyz"), "data.data weird.xyz: unknown data spec; use embedded, text:PATH, u16:PATH[:VOCAB], "
                                   "u32:PATH[:VOCAB] or a path ending in .txt, .u16, .bin or .u32");
 }
 

@@ -90,9 +90,9 @@ TEST(TransformerConfig, DescribeUsesFlagNames) {
   TransformerConfig c;
   c.dtype = DType::Float64;
   const std::string d = c.describe();
-  EXPECT_NE(d.find("--layers 8"), std::string::npos) << d;
-  EXPECT_NE(d.find("--ffn-hidden 256"), std::string::npos) << d;
-  EXPECT_NE(d.find("--dtype float64"), std::string::npos) << d;
+  EXPECT_NE(d.find("model.num_layers 8"), std::string::npos) << d;
+  EXPECT_NE(d.find("model.ffn_hidden_size 256"), std::string::npos) << d;
+  EXPECT_NE(d.find("model.dtype float64"), std::string::npos) << d;
 }
 
 }  // namespace

@@ -175,13 +175,13 @@ TEST(AdamW, RejectsBadOptionsAndState) {
     }
   };
   NamedParams p{{"w", at::zeros({2, 2}, at::kDouble).requires_grad_(true)}};
-  expect_msg([&] { AdamWOptions o; o.beta1 = 1.0; AdamW a(p, o); }, "--adam-beta1");
-  expect_msg([&] { AdamWOptions o; o.beta2 = -0.1; AdamW a(p, o); }, "--adam-beta2");
-  expect_msg([&] { AdamWOptions o; o.eps = 0; AdamW a(p, o); }, "--adam-eps");
-  expect_msg([&] { AdamWOptions o; o.weight_decay = -1; AdamW a(p, o); }, "--weight-decay");
+  expect_msg([&] { AdamWOptions o; o.beta1 = 1.0; AdamW a(p, o); }, "train.adam.beta1");
+  expect_msg([&] { AdamWOptions o; o.beta2 = -0.1; AdamW a(p, o); }, "train.adam.beta2");
+  expect_msg([&] { AdamWOptions o; o.eps = 0; AdamW a(p, o); }, "train.adam.eps");
+  expect_msg([&] { AdamWOptions o; o.weight_decay = -1; AdamW a(p, o); }, "train.adam.weight_decay");
   AdamW a(p);
-  expect_msg([&] { a.step(-1e-3); }, "--lr");
-  expect_msg([&] { a.step(std::nan("")); }, "--lr");
+  expect_msg([&] { a.step(-1e-3); }, "train.lr.max_lr");
+  expect_msg([&] { a.step(std::nan("")); }, "train.lr.max_lr");
   AdamWState st;
   st.params["nope"] = {at::zeros({2, 2}), at::zeros({2, 2}), 1};
   expect_msg([&] { a.load_state(st); }, "nope is not a parameter");

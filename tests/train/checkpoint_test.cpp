@@ -257,12 +257,12 @@ TEST_F(Checkpoint, LoadErrorsNameTheProblem) {
   for (int l = 0; l < 8; ++l) eight["layers." + std::to_string(l) + ".mlp.fc1.weight"] = at::zeros({4, 3}, at::kDouble);
   save_checkpoint(dir(), 2, 0, 1, eight, {}, "", nullptr);
   expect_message([&] { load_checkpoint(dir(), {{"layers.9.mlp.fc1.weight", at::zeros({4, 3}, at::kDouble)}}); },
-                 "--load " + dir() + ": checkpoint has no parameter layers.9.mlp.fc1.weight "
+                 "train.load " + dir() + ": checkpoint has no parameter layers.9.mlp.fc1.weight "
                  "(it was saved for a model with 8 layers?)");
   expect_message([&] { load_checkpoint(dir(), {{"layers.3.mlp.fc1.weight", at::zeros({5, 3}, at::kDouble)}}); },
                  "parameter layers.3.mlp.fc1.weight has shape [4, 3] in the checkpoint but [5, 3] in this model");
   const std::string missing = (dir_ / "nope").string();
-  expect_message([&] { load_checkpoint(missing, {}); }, "--load " + missing + ": no such directory");
+  expect_message([&] { load_checkpoint(missing, {}); }, "train.load " + missing + ": no such directory");
   fs::create_directories(dir_ / "empty");
   expect_message([&] { load_checkpoint((dir_ / "empty").string(), {}); }, "not a checkpoint");
   EXPECT_FALSE(latest_checkpoint((dir_ / "empty").string()).has_value());
@@ -276,8 +276,8 @@ TEST_F(Checkpoint, SaveRejectsBadArguments) {
   expect_message([&] { save_checkpoint(dir(), 1, 0, 1, p, {}, "{not json", nullptr); }, "not valid JSON");
   expect_message([&] { save_checkpoint(dir(), 1, 2, 2, p, {}, "", [] {}); }, "rank 2 is not in [0, 2)");
   expect_message([&] { save_checkpoint(dir(), 1, 0, 2, p, {}, "", nullptr); }, "a barrier is required");
-  expect_message([&] { save_checkpoint(dir(), -1, 0, 1, p, {}, "", nullptr); }, "--save");
-  expect_message([&] { save_checkpoint("", 1, 0, 1, p, {}, "", nullptr); }, "--save: a checkpoint directory");
+  expect_message([&] { save_checkpoint(dir(), -1, 0, 1, p, {}, "", nullptr); }, "train.save");
+  expect_message([&] { save_checkpoint("", 1, 0, 1, p, {}, "", nullptr); }, "train.save: a checkpoint directory");
   expect_message([&] { save_checkpoint(dir(), 1, 0, 1, {{"adam.step", at::zeros({1})}}, {}, "", nullptr); },
                  "reserved");
   AdamWState st;
@@ -312,7 +312,7 @@ TEST_F(Checkpoint, AFlippedByteATruncatedAndAMissingShardAreNamed) {
 
   flip_byte(shard, fs::file_size(shard) / 2);
   const std::string corrupt = shard.string() + " is corrupt (its CRC-32 is ";
-  expect_message([&] { verify_checkpoint(dir()); }, "--load " + dir() + ": " + corrupt);
+  expect_message([&] { verify_checkpoint(dir()); }, "train.load " + dir() + ": " + corrupt);
   expect_message([&] { load_checkpoint(dir(), all); }, corrupt);
 
   fs::resize_file(shard, fs::file_size(copy) - 10);
@@ -378,7 +378,7 @@ TEST_F(Checkpoint, AFailedSaveNamesTheFileTheBytesAndWhyAndLeavesLatest) {
   set_checkpoint_write_fault(nullptr);
   EXPECT_FALSE(r.ok);
   const fs::path file = dir_ / "step-2.tmp" / "rank-0.pt.tmp";
-  EXPECT_NE(r.error.find("--save " + dir() + ": writing shard 0 of step 2 failed: cannot write " + file.string() +
+  EXPECT_NE(r.error.find("train.save " + dir() + ": writing shard 0 of step 2 failed: cannot write " + file.string() +
                          " (0 of "),
             std::string::npos)
       << r.error;
@@ -395,7 +395,7 @@ TEST_F(Checkpoint, AFailedSaveNamesTheFileTheBytesAndWhyAndLeavesLatest) {
   std::ofstream(dir_ / "plain") << "x";
   const std::string under_file = (dir_ / "plain" / "ck").string();
   expect_message([&] { check_checkpoint_dir_writable(under_file); },
-                 "--save " + under_file + ": cannot create the directory (Not a directory)");
+                 "train.save " + under_file + ": cannot create the directory (Not a directory)");
   const auto r2 = try_save_checkpoint(under_file, 1, 0, 1, p, {}, "", nullptr);
   EXPECT_FALSE(r2.ok);
   EXPECT_NE(r2.error.find("Not a directory; there is no earlier checkpoint"), std::string::npos) << r2.error;

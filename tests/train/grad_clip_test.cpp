@@ -103,7 +103,7 @@ TEST(GradClip, RejectsBadInput) {
     clip_grad_norm(p, o, nullptr);
     ADD_FAILURE();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--clip-grad"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.clip_grad"), std::string::npos) << e.what();
   }
   EXPECT_THROW(clip_grad_norm(p, GradClipOptions{}, nullptr, {"missing"}), std::invalid_argument);
 }

@@ -66,20 +66,20 @@ TEST(LrSchedule, RejectsBadOptionsNamingTheFlag) {
   };
   auto o = opts();
   o.max_lr = 0;
-  expect_msg(o, 0, "--lr");
+  expect_msg(o, 0, "train.lr.max_lr");
   o = opts();
   o.min_lr = 2e-3;
-  expect_msg(o, 0, "--min-lr");
+  expect_msg(o, 0, "train.lr.min_lr");
   o = opts();
   o.warmup_steps = -1;
-  expect_msg(o, 0, "--warmup-steps");
+  expect_msg(o, 0, "train.lr.warmup_steps");
   o = opts();
   o.decay_steps = 5;
-  expect_msg(o, 0, "--warmup-steps (10) must be <= --decay-steps (5)");
+  expect_msg(o, 0, "train.lr.warmup_steps (10) must be <= train.lr.decay_steps (5)");
   o = opts();
   o.decay_steps = 0;
   o.warmup_steps = 0;
-  expect_msg(o, 0, "--decay-steps");
+  expect_msg(o, 0, "train.lr.decay_steps");
   expect_msg(opts(), -1, "step must be >= 0");
 }
 

@@ -106,7 +106,7 @@ TEST(Metrics, RejectsBadInput) {
     MetricsWriter w("/nonexistent_dir_hp/x.jsonl");
     ADD_FAILURE();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--metrics /nonexistent_dir_hp/x.jsonl"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.metrics /nonexistent_dir_hp/x.jsonl"), std::string::npos) << e.what();
   }
 }
 

@@ -1,0 +1,16 @@
+// Every subcommand of the hyperpipe binary, on one CLI11 app: main.cpp parses
+// with it, and tests walk it against the option schema.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace hp::cli {
+
+// Adds plan, train, verify, bench, checkpoint, generate and launch (those a
+// build without LibTorch has: plan and launch). A command's callback writes
+// its exit status to *exit_code, which must outlive the app.
+void add_commands(CLI::App& app, int* exit_code);
+
+}  // namespace hp::cli

@@ -1,0 +1,233 @@
+#include "cli/option_schema.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "cli/job_options.hpp"
+#include "launch/launcher.hpp"
+#include "schedule/advise.hpp"
+#include "schedule/generate.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/simulate.hpp"
+
+namespace hp::cli {
+namespace {
+
+#define HP_FIELD HP_OPTION_FIELD
+Field no_field(const OptionRoots&) { return std::monostate{}; }
+std::string check_plan_format(const std::string& v) {
+  return v == "text" || v == "csv" || v == "json" || v == "actions" ? "" : "'" + v + "': allowed: text, csv, json, actions";
+}
+// launch's ranks are LaunchOptions', the other commands' JobOptions'.
+Field nproc_field(const OptionRoots& r) { return r.job ? Field(&r.job->nproc) : Field(&r.launch->nproc); }
+
+constexpr unsigned kJob = kJobCommands, kLayout = kLayoutCommands, kRanks = kRankCommands;
+
+std::vector<OptionSpec> build_schema() {
+  return {
+      {"config", "--config", kPlan | kRanks, "TOML file whose keys are these flags' names (mb = 8); later flags override it",
+       no_field, "", false},
+      {"job.nproc", "--nproc", kRanks | kLaunch,
+       "local ranks to start (train, bench: 4; generate: 1); with RANK/WORLD_SIZE set this process is one rank",
+       nproc_field, "launch.nproc", false},
+      {"launch.master_port", "--master-port", kLaunch, "store port (0 = a free one)", HP_FIELD(r.launch->master_port)},
+      {"schedule.kind", "--schedule", kPlan | kJob, schedule::kind_names(), HP_FIELD(r.values->schedule)},
+      {"schedule.pp", "--pp", kPlan, "pipeline ranks", HP_FIELD(r.schedule->pp)},
+      {"mesh.dp", "--dp", kLayout,
+       "data-parallel replicas of the pipeline: pp = ranks / (tp x cp x dp), a step reads dp x --mb micro-batches "
+       "(plan prints the mesh)",
+       HP_FIELD(r.values->dp), "train.dp"},
+      {"schedule.vpp", "--vpp", kLayout | kGenerate,
+       "model chunks (virtual stages) per rank (default: the schedule's, 2 for interleaved, mpipe and zbv, else 1)",
+       HP_FIELD(r.schedule->vpp), "", false},
+      {"schedule.micro_batches", "--mb", kLayout, "micro-batches per step", HP_FIELD(r.schedule->micro_batches)},
+      {"schedule.group_size", "--group-size", kPlan | kJob,
+       "micro-batch group size per virtual stage (0 = PP, or the smallest working size above it; MB when MB < PP)",
+       HP_FIELD(r.schedule->group_size)},
+      {"schedule.layers", "--layers", kPlan, "model layers, split evenly over pp*vpp chunks (0 = unchecked)",
+       HP_FIELD(r.schedule->layers), "profile.layers"},
+      {"schedule.mpipe.transpose_layers", "--transpose-layers", kLayout, "MPipe T: layers of stage 0 to transpose",
+       HP_FIELD(r.schedule->mpipe.transpose_layers)},
+      {"schedule.mpipe.overflow", "--overflow", kLayout,
+       "MPipe overflow: full, min, or auto (owners that minimise the simulated step; plan and train)",
+       HP_FIELD(r.values->overflow)},
+      {"schedule.mpipe.body", "--mpipe-body", kPlan | kJob,
+       "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)",
+       HP_FIELD(r.values->mpipe_body)},
+      {"schedule.mpipe.owner_backward", "--owner-backward", kLayout, "MPipe: owners run the preprocess backward",
+       HP_FIELD(r.schedule->mpipe.owner_backward)},
+      {"schedule.mpipe.frozen_preprocess", "--frozen-preprocess", kPlan,
+       "MPipe: the preprocess has no trainable parameter", HP_FIELD(r.schedule->mpipe.frozen_preprocess)},
+      {"schedule.forward_only", "--forward-only", kPlan,
+       "forwards only (evaluation, generation): no backward, no gradient messages", HP_FIELD(r.schedule->forward_only)},
+
+      // plan's outputs and its cost model
+      {"plan.compute_only", "--compute-only", kPlan, "drop every action that is not a compute (F, B, I, W)",
+       HP_FIELD(r.values->compute_only)},
+      {"plan.format", "--format", kPlan, "text, csv, json or actions", HP_FIELD(r.values->format), "", true, "",
+       check_plan_format},
+      {"plan.from_csv", "--from-csv", kPlan, "read the schedule from a CSV file instead of generating it",
+       HP_FIELD(r.values->from_csv)},
+      {"plan.simulate", "--simulate", kPlan, "run the cost model and report step time, bubble and activations",
+       HP_FIELD(r.values->simulate)},
+      {"costs.f", "--cost-f", kPlan, "forward time of one stage for one micro-batch", HP_FIELD(r.costs->f)},
+      {"costs.b", "--cost-b", kPlan, "backward time of one stage for one micro-batch", HP_FIELD(r.costs->b)},
+      {"costs.i", "--cost-i", kPlan, "input part of a split backward (zb1p's I); < 0 = half of --cost-b",
+       HP_FIELD(r.costs->i)},
+      {"costs.w", "--cost-w", kPlan, "weight part of a split backward (zb1p's W); < 0 = half of --cost-b",
+       HP_FIELD(r.costs->w)},
+      {"costs.per_stage", "--stage-cost", kPlan, "per-stage override STAGE:F:B or STAGE:F:B:I:W (repeatable)",
+       HP_FIELD(r.values->stage_costs)},
+      {"costs.pre_f", "--cost-pre-f", kPlan, "preprocess forward time (part of stage 0 outside MPipe)",
+       HP_FIELD(r.costs->pre_f)},
+      {"costs.pre_b", "--cost-pre-b", kPlan, "preprocess backward time", HP_FIELD(r.costs->pre_b)},
+      {"costs.recompute", "--cost-recompute", kPlan, "preprocess recompute time in MPIPE_TRANSPOSE_BWD (<0 = pre-f)",
+       HP_FIELD(r.costs->recompute)},
+      {"costs.broadcast_bytes", "--broadcast-bytes", kPlan, "preprocess parameter bytes broadcast per step",
+       HP_FIELD(r.costs->broadcast_bytes)},
+      {"costs.broadcast_bw", "--broadcast-bw", kPlan, "broadcast bandwidth, bytes per time unit (0 = infinite)",
+       HP_FIELD(r.costs->broadcast_bw), "profile.broadcast_bw"},
+      {"costs.p2p_latency", "--p2p-latency", kPlan, "point-to-point latency", HP_FIELD(r.costs->p2p_latency),
+       "profile.p2p_latency"},
+      {"costs.p2p_bw", "--p2p-bw", kPlan, "point-to-point bandwidth, bytes per time unit (0 = infinite)",
+       HP_FIELD(r.costs->p2p_bw), "profile.p2p_bw"},
+      {"costs.activation_bytes", "--activation-bytes", kPlan, "bytes of one activation or gradient message",
+       HP_FIELD(r.costs->activation_bytes), "profile.activation_bytes"},
+      {"costs.preprocess_input_bytes", "--input-bytes", kPlan, "bytes of one MPIPE_GRAPH_SEND (preprocess input)",
+       HP_FIELD(r.costs->preprocess_input_bytes), "profile.input_bytes"},
+      {"plan.advise", "--advise", kPlan,
+       "rank every layout of the model described by --layers and the --layer-*, --embed-*, --tower-* flags "
+       "(1F1B, interleaved v, zero-bubble, MPipe v/T/overflow/owner-backward/body) by simulated step time and peak "
+       "memory",
+       HP_FIELD(r.values->advise)},
+      {"plan.advise_top", "--advise-top", kPlan, "--advise: layouts to list", HP_FIELD(r.values->advise_top)},
+      {"profile.layer_f", "--layer-f", kPlan, "--advise: forward time of one body layer, one micro-batch",
+       HP_FIELD(r.profile->layer_f)},
+      {"profile.layer_b", "--layer-b", kPlan, "--advise: backward time of one body layer", HP_FIELD(r.profile->layer_b)},
+      {"profile.layer_bytes", "--layer-bytes", kPlan,
+       "--advise: parameter bytes of one body layer (broadcast when transposed)", HP_FIELD(r.profile->layer_bytes)},
+      {"profile.embed_f", "--embed-f", kPlan, "--advise: forward time of the embedding (VL: patch embedding + projector)",
+       HP_FIELD(r.profile->embed_f)},
+      {"profile.embed_b", "--embed-b", kPlan, "--advise: backward time of the embedding", HP_FIELD(r.profile->embed_b)},
+      {"profile.embed_bytes", "--embed-bytes", kPlan, "--advise: parameter bytes of the embedding",
+       HP_FIELD(r.profile->embed_bytes)},
+      {"profile.tower_layers", "--tower-layers", kPlan,
+       "--advise: vision tower blocks before the body (VL; T counts them)", HP_FIELD(r.profile->tower_layers)},
+      {"profile.tower_f", "--tower-f", kPlan, "--advise: forward time of one tower block", HP_FIELD(r.profile->tower_f)},
+      {"profile.tower_b", "--tower-b", kPlan, "--advise: backward time of one tower block", HP_FIELD(r.profile->tower_b)},
+      {"profile.tower_bytes", "--tower-bytes", kPlan, "--advise: parameter bytes of one tower block",
+       HP_FIELD(r.profile->tower_bytes)},
+      {"plan.svg", "--svg", kPlan, "write an SVG timeline", HP_FIELD(r.values->svg), "", false},
+      {"plan.trace", "--trace", kPlan, "write a Chrome trace JSON (Perfetto, chrome://tracing)",
+       HP_FIELD(r.values->trace), "", false},
+
+      {"job.timeout_s", "--timeout", kRanks, "seconds before a silent peer is declared dead", HP_FIELD(r.job->timeout_s)},
+  };
+}
+
+#undef HP_FIELD
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+CommandValues::CommandValues()
+    : schedule(schedule::kind_name(schedule::ScheduleOptions{}.kind)),
+      overflow(schedule::overflow_name(schedule::MPipeOptions{}.overflow)),
+      mpipe_body(schedule::kind_name(schedule::MPipeOptions{}.body)) {}
+
+namespace {
+
+std::string check_integer_at_least(const std::string& value, long long least) {
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(value, &used);
+    if (used == value.size() && v >= least) return "";
+  } catch (const std::exception&) {
+  }
+  return "must be an integer >= " + std::to_string(least) + ", got '" + value + "'";
+}
+
+}  // namespace
+
+std::string check_count(const std::string& value) { return check_integer_at_least(value, 0); }
+std::string check_positive_count(const std::string& value) { return check_integer_at_least(value, 1); }
+
+const char* command_name(Command c) {
+  switch (c) {
+    case kPlan: return "plan";
+    case kTrain: return "train";
+    case kVerify: return "verify";
+    case kBench: return "bench";
+    case kGenerate: return "generate";
+    case kLaunch: return "launch";
+  }
+  return "?";
+}
+
+const std::vector<OptionSpec>& option_schema() {
+  static const std::vector<OptionSpec> schema = [] {
+    std::vector<OptionSpec> all = build_schema();
+#ifdef HYPERPIPE_WITH_TORCH
+    for (OptionSpec& o : model_options()) all.push_back(std::move(o));
+#endif
+    return all;
+  }();
+  return schema;
+}
+
+bool RegisteredFlags::given(const std::string& flag) const { return by_flag.at(flag)->count() > 0; }
+
+RegisteredFlags add_schema_options(CLI::App* cmd, Command c, const OptionRoots& roots) {
+  std::map<std::string, CLI::Option*> added;
+  for (const OptionSpec& o : option_schema()) {
+    if (!(o.commands & c)) continue;
+    CLI::Option* opt = std::visit(
+        [&](auto field) -> CLI::Option* {
+          using P = decltype(field);
+          if constexpr (std::is_same_v<P, std::monostate>) {
+            return cmd->add_option(o.flag, o.help);
+          } else if constexpr (std::is_same_v<P, bool*>) {
+            return cmd->add_flag(o.flag, *field, o.help);
+          } else {
+            CLI::Option* opt = cmd->add_option(o.flag, *field, o.help);
+            if constexpr (std::is_same_v<P, std::vector<std::string>*>)
+              opt->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+            else if (o.show_default)
+              opt->capture_default_str();
+            return opt;
+          }
+        },
+        o.field(roots));
+    if (*o.needs) opt->needs(added.at(o.needs));
+    if (o.check) opt->check(CLI::Validator(o.check, "", ""));
+    added[o.flag] = opt;
+  }
+  return {added};
+}
+
+FlagNames schema_flags(Command c, const std::string& pp_flag) {
+  FlagNames f;
+  bool has_pp = false;
+  for (const OptionSpec& o : option_schema()) {
+    if (!(o.commands & c) || std::string(o.flag) == "--config") continue;
+    f.emplace_back(o.name, o.flag);
+    has_pp |= std::string(o.name) == "schedule.pp";
+    for (const auto& alias : split_names(o.aliases)) f.emplace_back(alias, o.flag);
+  }
+  if (!has_pp) f.emplace_back("schedule.pp", pp_flag);
+  longest_first(f);
+  return f;
+}
+
+}  // namespace hp::cli

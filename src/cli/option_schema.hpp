@@ -1,0 +1,182 @@
+// The option schema: every user-facing option, declared once.
+//
+// An option has a name (where lower layers' messages place it: "train.lr",
+// "schedule.micro_batches"), a flag ("--lr", also its TOML key "lr" and its
+// key in checkpoint metadata), a help line, the commands that take it, and the
+// field it sets. Its default is that field's initial value in the command's
+// structs: the library's options structs hold the one set of defaults.
+// From this table come each command's CLI11 registrations, the TOML keys
+// `--config` accepts, and the flag names that replace option names in error
+// lines (with_flags). tests/cli/option_schema_test.cpp walks it against the
+// commands, the docs and the sources.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "cli/option_flags.hpp"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace hp::schedule {
+struct ScheduleOptions;
+struct CostModel;
+struct ModelProfile;
+}  // namespace hp::schedule
+namespace hp::model {
+struct TransformerConfig;
+struct VisionConfig;
+struct HybridConfig;
+}  // namespace hp::model
+namespace hp::train {
+struct TrainOptions;
+struct LmDataOptions;
+}  // namespace hp::train
+namespace hp::infer {
+struct GenerateOptions;
+}
+namespace hp::launch {
+struct LaunchOptions;
+}
+namespace hp::runtime {
+struct ExecutorOptions;
+}
+
+namespace hp::cli {
+
+struct JobOptions;
+
+// The subcommands, as bits of an option's `commands`.
+enum Command : unsigned {
+  kPlan = 1u << 0,
+  kTrain = 1u << 1,
+  kVerify = 1u << 2,
+  kBench = 1u << 3,
+  kGenerate = 1u << 4,
+  kLaunch = 1u << 5,
+};
+inline constexpr unsigned kAllCommands = kPlan | kTrain | kVerify | kBench | kGenerate | kLaunch;
+// The command's name as the user types it ("train").
+const char* command_name(Command c);
+
+// What a command line says beyond the library's options structs: the values a
+// command reads as text and turns into options itself (a schedule's name, a
+// model family, a file), and the commands' own switches.
+struct CommandValues {
+  std::string schedule;    // --schedule: ScheduleOptions' default kind's name
+  std::string overflow;    // --overflow: MPipeOptions' default
+  std::string mpipe_body;  // --mpipe-body: MPipeOptions' default
+  std::string layers_per_stage;  // --layers-per-stage "3,1,2,2"; "" = even
+  int dp = 1;                    // plan and bench --dp (train's is TrainOptions::dp)
+  std::string model = "gpt";     // --model
+  std::string dtype = "float32"; // --dtype
+  std::string fault;             // --inject-fault RANK:STEP:KIND
+  std::string emulate_layer_ms;  // --emulate-layer-ms F[,B]
+  double tolerance = 1e-10;      // verify --tolerance
+  // plan
+  bool compute_only = false;
+  std::string format = "text";
+  std::string from_csv;
+  bool simulate = false;
+  std::vector<std::string> stage_costs;  // STAGE:F:B[:I:W]
+  std::string svg, trace;
+  bool advise = false;
+  int advise_top = 10;
+  // bench
+  std::string schedules = "gpipe,1f1b,interleaved";
+  int bench_steps = 4;
+  bool overhead = false;
+  int profile_ops = 0;
+  bool comm = false;
+  int comm_rounds = 15;
+  std::string json;
+  // generate
+  std::string load;
+  std::string prompt, prompts_file;
+  std::vector<std::string> images;
+  bool no_kv_cache = false;
+
+  CommandValues();
+};
+
+// Where a command's options land: each command points the roots it has at its
+// own structs (null: it takes no option of that root). Every pointer must
+// outlive the command's parsing.
+struct OptionRoots {
+  CommandValues* values = nullptr;
+  JobOptions* job = nullptr;
+  schedule::ScheduleOptions* schedule = nullptr;
+  schedule::CostModel* costs = nullptr;
+  schedule::ModelProfile* profile = nullptr;
+  train::TrainOptions* train = nullptr;
+  train::LmDataOptions* data = nullptr;
+  model::TransformerConfig* model = nullptr;
+  model::VisionConfig* vision = nullptr;
+  model::HybridConfig* hybrid = nullptr;
+  runtime::ExecutorOptions* executor = nullptr;
+  infer::GenerateOptions* generate = nullptr;
+  launch::LaunchOptions* launch = nullptr;
+};
+
+// The field an option sets: a value of the CLI's kinds, or nothing (--config,
+// which main.cpp expands before parsing).
+using Field = std::variant<std::monostate, int*, std::int64_t*, std::uint64_t*, double*, bool*, std::string*,
+                           std::vector<std::string>*>;
+
+struct OptionSpec {
+  const char* name;  // "train.lr": how lower layers name it
+  const char* flag;  // "--lr"
+  unsigned commands; // Command bits
+  std::string help;
+  Field (*field)(const OptionRoots&);
+  // Other names lower layers use for this option in these commands
+  // ("schedule.layers" is --layers in train), comma-separated.
+  const char* aliases = "";
+  bool show_default = true;  // print the field's initial value in --help
+  const char* needs = "";    // a flag this one is meaningless without
+  // Checked as the command line is parsed: "" when `value` is good, else
+  // what is wrong with it (printed after the flag).
+  std::string (*check)(const std::string& value) = nullptr;
+};
+
+// Checks for the tables: an integer >= 0, an integer >= 1.
+std::string check_count(const std::string& value);
+std::string check_positive_count(const std::string& value);
+
+// The whole table, in --help order: the layout's options (option_schema.cpp),
+// then, in a build with LibTorch, the model's and the training loop's
+// (option_schema_model.cpp, model_options()).
+const std::vector<OptionSpec>& option_schema();
+std::vector<OptionSpec> model_options();
+
+// For the tables: the field an option sets, through the command's roots.
+#define HP_OPTION_FIELD(expr) [](const hp::cli::OptionRoots& r) -> hp::cli::Field { return &(expr); }
+
+// Groups of commands in the tables.
+inline constexpr unsigned kJobCommands = kTrain | kVerify;             // train and verify take the same flags
+inline constexpr unsigned kRunCommands = kJobCommands | kBench;        // commands that run a model
+inline constexpr unsigned kLayoutCommands = kPlan | kRunCommands;      // commands that lay out a schedule
+inline constexpr unsigned kRankCommands = kRunCommands | kGenerate;    // commands that start ranks
+
+// The options a command registered, by flag.
+struct RegisteredFlags {
+  std::map<std::string, CLI::Option*> by_flag;
+  // Whether the user gave `flag` (on the command line or in a --config file).
+  bool given(const std::string& flag) const;
+};
+
+// The command's options, registered on `cmd` from the schema.
+RegisteredFlags add_schema_options(CLI::App* cmd, Command c, const OptionRoots& roots);
+
+// (option name, flag) for every option `c` takes, aliases included, longest
+// name first: with_flags(message, schema_flags(c)). pp_flag names the
+// pipeline depth where the command has no --pp (train: --nproc).
+FlagNames schema_flags(Command c, const std::string& pp_flag = "--nproc");
+
+}  // namespace hp::cli

@@ -1,0 +1,193 @@
+// The model's, the data's, the training loop's, bench's and generate's
+// options: the half of the schema that only a build with LibTorch has.
+#include "cli/option_schema.hpp"
+
+#include "cli/emulate_flags.hpp"
+#include "cli/job_options.hpp"
+#include "infer/decoder.hpp"
+#include "model/hybrid.hpp"
+#include "model/transformer_config.hpp"
+#include "model/vision_config.hpp"
+#include "runtime/executor.hpp"
+#include "train/lm_data.hpp"
+#include "train/trainer.hpp"
+
+namespace hp::cli {
+
+std::vector<OptionSpec> model_options() {
+#define HP_FIELD HP_OPTION_FIELD
+  constexpr unsigned kJob = kJobCommands, kRun = kRunCommands;
+  return {
+      {"bench.schedules", "--schedules", kBench,
+       "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around interleaved), "
+       "mpipe/1f1b, mpipe/gpipe",
+       HP_FIELD(r.values->schedules)},
+      // the model
+      {"model.family", "--model", kRun,
+       "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images; hybrid (train, "
+       "verify): Mamba, attention, MLP and MoE layers from --hybrid-pattern",
+       HP_FIELD(r.values->model)},
+      {"model.hybrid_pattern", "--hybrid-pattern", kJob,
+       "hybrid: M Mamba, * attention, - MLP, E mixture of experts, | pipeline segment (one per stage), / MTP depth",
+       HP_FIELD(r.hybrid->pattern)},
+      {"model.moe_num_experts", "--moe-experts", kJob, "hybrid: experts per E layer", HP_FIELD(r.hybrid->moe.num_experts)},
+      {"model.overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", kJob,
+       "hybrid: Megatron's expert all-to-all overlap; refused (no expert parallelism; rejected with mHC PP)",
+       HP_FIELD(r.hybrid->moe.overlap_expert_parallel_comm)},
+      {"model.moe_top_k", "--moe-top-k", kJob, "hybrid: experts per token", HP_FIELD(r.hybrid->moe.top_k)},
+      {"model.moe_aux_loss_coeff", "--moe-aux-loss-coeff", kJob, "hybrid: weight of the load-balancing loss",
+       HP_FIELD(r.hybrid->moe.aux_loss_coeff)},
+      {"model.mamba_state_size", "--mamba-state", kJob, "hybrid: state size N of the Mamba mixers",
+       HP_FIELD(r.hybrid->mamba.state_size)},
+      {"vision.num_layers", "--vision-layers", kRun, "vl: vision tower blocks V (MPipe T counts these, 1..V)",
+       HP_FIELD(r.vision->num_layers)},
+      {"vision.frozen", "--freeze-vision", kRun, "vl: the tower does not train (MPipe broadcasts it once)",
+       HP_FIELD(r.vision->frozen), "schedule.mpipe.frozen_preprocess"},
+      {"vision.image_size", "--image-size", kRun, "vl: pixels per image side", HP_FIELD(r.vision->image_size)},
+      {"vision.patch_size", "--patch-size", kRun, "vl: pixels per patch side", HP_FIELD(r.vision->patch_size)},
+      {"vision.hidden_size", "--vision-hidden", kRun, "vl: tower width", HP_FIELD(r.vision->hidden_size)},
+      {"vision.num_attention_heads", "--vision-heads", kRun, "vl: tower attention heads",
+       HP_FIELD(r.vision->num_attention_heads)},
+      {"data.micro_batch_size", "--micro-batch-size", kRun, "sequences per micro-batch",
+       HP_FIELD(r.data->micro_batch_size)},
+      {"data.seq_len", "--seq-len", kRun, "tokens per sequence (vl: fixed by the captions)", HP_FIELD(r.data->seq_len),
+       "model.max_seq_len"},
+      {"data.variable_seq_len", "--variable-seq-len", kJob,
+       "each micro-batch's sequences get their own length in [seq-len/2, seq-len]; shapes travel with every message",
+       HP_FIELD(r.data->variable_seq_len)},
+      {"model.num_layers", "--layers", kRun, "transformer layers", HP_FIELD(r.model->num_layers), "schedule.layers"},
+      {"model.layers_per_stage", "--layers-per-stage", kRun,
+       "explicit layer counts per global stage, e.g. 3,1,2,2 (bench: the same for every schedule)",
+       HP_FIELD(r.values->layers_per_stage), "", false},
+      {"model.hidden_size", "--hidden", kRun, "hidden size", HP_FIELD(r.model->hidden_size)},
+      {"model.num_attention_heads", "--heads", kRun, "attention heads", HP_FIELD(r.model->num_attention_heads)},
+      {"model.ffn_hidden_size", "--ffn-hidden", kJob, "MLP width (0 = 4 * hidden)", HP_FIELD(r.model->ffn_hidden_size)},
+      {"model.vocab_size", "--vocab", kRun, "vocabulary size", HP_FIELD(r.model->vocab_size)},
+      {"model.tie_embeddings", "--tie-embeddings", kJob, "share the word embedding with the LM head",
+       HP_FIELD(r.model->tie_embeddings)},
+      {"model.mtp_num_layers", "--mtp-layers", kJob,
+       "gpt: multi-token prediction depths (hybrid: / parts of the pattern)", HP_FIELD(r.model->mtp_num_layers)},
+      {"model.mtp_loss_scaling_factor", "--mtp-loss-scaling", kJob, "weight of the mean MTP loss (gpt; hybrid too)",
+       HP_FIELD(r.model->mtp_loss_scaling_factor), "model.mtp_loss_scaling"},
+      {"model.recompute_modules", "--recompute-modules", kJob, "selective recompute, comma-separated: mhc",
+       HP_FIELD(r.model->recompute_modules)},
+      {"model.mhc_recompute_layer_num", "--mhc-recompute-layer-num", kJob,
+       "with --recompute-modules mhc: the first N layers of each chunk (0: all)",
+       HP_FIELD(r.model->mhc_recompute_layer_num)},
+      {"model.enable_mhc_connections", "--mhc", kJob,
+       "multi-stream residuals (manifold-constrained hyper-connections)", HP_FIELD(r.model->enable_mhc_connections)},
+      {"model.mhc_num_residual_streams", "--mhc-streams", kJob, "mHC: residual streams n",
+       HP_FIELD(r.model->mhc_num_residual_streams)},
+      {"model.mhc_sinkhorn_iterations", "--mhc-sinkhorn-iterations", kJob, "mHC: Sinkhorn-Knopp passes",
+       HP_FIELD(r.model->mhc_sinkhorn_iterations)},
+      {"model.mhc_init_gating_factor", "--mhc-init-gating-factor", kJob, "mHC: initial value of the gates",
+       HP_FIELD(r.model->mhc_init_gating_factor)},
+      {"model.seed", "--seed", kJob, "seed of the initial weights and of the batches", HP_FIELD(r.model->seed)},
+      {"model.dtype", "--dtype", kJob, "float32 or float64", HP_FIELD(r.values->dtype)},
+      {"model.tensor_parallel.size", "--tp", kRun,
+       "tensor-parallel ranks per stage (Megatron's: heads, MLP width and vocabulary split; --model gpt and hybrid; "
+       "bench: an emulated layer's time is split over them)",
+       HP_FIELD(r.model->tensor_parallel.size)},
+      {"model.context_parallel.size", "--cp", kJob,
+       "context-parallel ranks per stage: each holds 2 of 2 x cp sequence chunks, attention gathers the keys and "
+       "values (--model gpt)",
+       HP_FIELD(r.model->context_parallel.size)},
+      {"model.tensor_parallel.sequence_parallel", "--sequence-parallel", kJob,
+       "with --tp: split the activations outside the tensor-parallel regions along the sequence too",
+       HP_FIELD(r.model->tensor_parallel.sequence_parallel)},
+      {"model.emulate", "--emulate-layer-ms", kRun,
+       "emulated devices: every layer also sleeps F ms forward and B ms backward (F or F,B; default B = 2F)",
+       HP_FIELD(r.values->emulate_layer_ms), "", false, "", check_emulate_layer_ms},
+      {"model.emulate.replace_math", "--emulate-only", kRun,
+       "emulated devices: a layer is its --emulate-layer-ms delay alone (no math, no parameters)",
+       HP_FIELD(r.model->emulate.replace_math), "", true, "--emulate-layer-ms"},
+
+      // the training loop
+      {"train.steps", "--steps", kJob, "number of the last step", HP_FIELD(r.train->steps)},
+      {"bench.steps", "--steps", kBench, "timed steps per schedule", HP_FIELD(r.values->bench_steps)},
+      {"train.lr.max_lr", "--lr", kJob, "peak learning rate", HP_FIELD(r.train->lr.max_lr)},
+      {"train.lr.min_lr", "--min-lr", kJob, "learning rate at the end of the cosine decay", HP_FIELD(r.train->lr.min_lr)},
+      {"train.lr.warmup_init_lr", "--lr-warmup-init", kJob, "learning rate the linear warmup starts from",
+       HP_FIELD(r.train->lr.warmup_init_lr)},
+      {"train.lr.warmup_steps", "--warmup-steps", kJob, "linear warmup steps", HP_FIELD(r.train->lr.warmup_steps)},
+      {"train.adam.beta1", "--adam-beta1", kJob, "AdamW beta1, in [0, 1)", HP_FIELD(r.train->adam.beta1)},
+      {"train.adam.beta2", "--adam-beta2", kJob, "AdamW beta2, in [0, 1)", HP_FIELD(r.train->adam.beta2)},
+      {"train.adam.eps", "--adam-eps", kJob, "AdamW epsilon, > 0", HP_FIELD(r.train->adam.eps)},
+      {"train.adam.weight_decay", "--weight-decay", kJob, "AdamW weight decay", HP_FIELD(r.train->adam.weight_decay)},
+      {"train.clip_grad", "--clip-grad", kJob, "global gradient-norm clip (0 = off)", HP_FIELD(r.train->clip_grad)},
+      {"train.grad_accum", "--grad-accum", kJob, "pipeline runs per optimizer step", HP_FIELD(r.train->grad_accum)},
+      {"train.distributed_optimizer", "--use-distributed-optimizer", kJob,
+       "shard the AdamW state over the --dp (x --cp) ranks (ZeRO-1)", HP_FIELD(r.train->distributed_optimizer)},
+      {"data.data", "--data", kJob, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]", HP_FIELD(r.data->data)},
+      {"data.eval_data", "--eval-data", kJob,
+       "held-out tokens (same forms as --data); default: the embedded corpus's held-out tail",
+       HP_FIELD(r.data->eval_data), "", false},
+      {"train.save", "--save", kJob, "checkpoint directory (written at the end)", HP_FIELD(r.train->save), "", false},
+      {"train.save_interval", "--save-interval", kJob, "also checkpoint every N steps", HP_FIELD(r.train->save_interval)},
+      {"train.keep.keep_last", "--keep-last", kJob,
+       "keep the newest N checkpoints (0 = all); never the one latest names", HP_FIELD(r.train->keep.keep_last)},
+      {"train.keep.keep_every", "--keep-every", kJob, "with --keep-last: also keep the steps that are multiples of K",
+       HP_FIELD(r.train->keep.keep_every)},
+      {"train.save_failures", "--save-failures", kJob, "a failed save: stop (the job fails) or continue (warn, train on)",
+       HP_FIELD(r.train->save_failures)},
+      {"train.load", "--load", kJob, "resume from this checkpoint directory", HP_FIELD(r.train->load), "", false},
+      {"train.metrics", "--metrics", kJob, "JSON lines, one per step", HP_FIELD(r.train->metrics), "", false},
+      {"train.trace.chrome", "--trace", kJob, "the last step, measured on every rank, as one Chrome trace JSON",
+       HP_FIELD(r.train->trace.chrome), "", false},
+      {"train.trace.timeline", "--timeline", kJob, "the last step, measured, as an SVG timeline (one pipeline)",
+       HP_FIELD(r.train->trace.timeline), "", false},
+      {"train.trace.simulate", "--simulate", kJob,
+       "with --timeline: the simulated step, from the measured costs, below it", HP_FIELD(r.train->trace.simulate)},
+      {"train.eval_interval", "--eval-interval", kJob, "held-out loss every N steps and after the last (0 = never)",
+       HP_FIELD(r.train->eval_interval)},
+      {"train.eval_iters", "--eval-iters", kJob, "held-out batches per evaluation", HP_FIELD(r.train->eval_iters)},
+      {"train.log_interval", "--log-interval", kJob, "steps between log lines (no TTY)",
+       HP_FIELD(r.train->log_interval)},
+      {"executor.pseudo_deallocate", "--pseudo-deallocate", kRun, "free sent activations' storage",
+       HP_FIELD(r.executor->pseudo_deallocate)},
+      {"train.fault", "--inject-fault", kJob,
+       "testing: RANK:STEP:exit|hang|kill|stop|nospace makes that rank fail at that step (nospace: its save)",
+       HP_FIELD(r.values->fault), "", false},
+      {"verify.tolerance", "--tolerance", kVerify, "largest relative error accepted", HP_FIELD(r.values->tolerance)},
+
+      // bench's measurements
+      {"bench.overhead", "--overhead", kBench,
+       "also break one traced step per rank into compute, waits, posts, the rest and an AdamW step",
+       HP_FIELD(r.values->overhead)},
+      {"bench.profile_ops", "--profile-ops", kBench,
+       "also profile one step per schedule with LibTorch's profiler: each rank prints its N operators with the most "
+       "self time",
+       HP_FIELD(r.values->profile_ops), "", true, "", check_count},
+      {"bench.comm", "--comm", kBench,
+       "also time src/comm's messages (4 KiB to 16 MiB, rank 0 <-> 1) and broadcasts against plain c10d Gloo",
+       HP_FIELD(r.values->comm)},
+      {"bench.comm_rounds", "--comm-rounds", kBench, "rounds of --comm (each times every size on every path once)",
+       HP_FIELD(r.values->comm_rounds), "", true, "", check_positive_count},
+      {"bench.json", "--json", kBench, "also write the results as JSON", HP_FIELD(r.values->json), "", false},
+
+      // generate
+      {"generate.load", "--load", kGenerate, "checkpoint directory (any training layout)", HP_FIELD(r.values->load),
+       "train.load", false},
+      {"generate.prompt", "--prompt", kGenerate, "the text to continue (byte tokens)", HP_FIELD(r.values->prompt), "",
+       false},
+      {"generate.prompts_file", "--prompts", kGenerate,
+       "a file of prompts, one per line, decoded together as micro-batches", HP_FIELD(r.values->prompts_file), "",
+       false},
+      {"generate.images", "--image", kGenerate,
+       "VL checkpoints: an image to caption, a held-out synthetic image's index or a PPM (P6) file; repeat for "
+       "several, decoded together as micro-batches",
+       HP_FIELD(r.values->images), "", false},
+      {"generate.max_new_tokens", "--max-new-tokens", kGenerate, "tokens to add to each prompt (VL: a caption's 7 words)",
+       HP_FIELD(r.generate->max_new_tokens)},
+      {"sampling.temperature", "--temperature", kGenerate, "0 = greedy; else sample softmax(logits / T)",
+       HP_FIELD(r.generate->sampling.temperature)},
+      {"sampling.top_k", "--top-k", kGenerate, "sample among the K likeliest tokens (0 = all)",
+       HP_FIELD(r.generate->sampling.top_k)},
+      {"sampling.seed", "--seed", kGenerate, "seed of the sampler", HP_FIELD(r.generate->sampling.seed)},
+      {"generate.no_kv_cache", "--no-kv-cache", kGenerate, "recompute the whole prefix at every token (no KV cache)",
+       HP_FIELD(r.values->no_kv_cache)},
+  };
+#undef HP_FIELD
+}
+
+}  // namespace hp::cli
