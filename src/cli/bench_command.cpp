@@ -116,6 +116,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
   const int mesh = a.values.dp * a.model.tensor_parallel.size;
   runtime::PipelineOptions o;
   auto& s = o.schedule;
+  s = a.schedule;  // --mb, and MPipe's T and owner backward (which other schedules ignore)
   const auto slash = name.find('/');
   const std::string kind = name.substr(0, slash), body = slash == std::string::npos ? "" : name.substr(slash + 1);
   if (!schedule::kind_from_name(kind, &s.kind) ||
@@ -124,9 +125,7 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
                                 "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around interleaved), "
                                 "mpipe/1f1b, mpipe/gpipe");
   if (s.kind == schedule::ScheduleKind::MPipe) {
-    s.mpipe.transpose_layers = a.schedule.mpipe.transpose_layers;
     s.mpipe.overflow = overflow_from_flag(a.values.overflow);
-    s.mpipe.owner_backward = a.schedule.mpipe.owner_backward;
     if (s.mpipe.overflow == schedule::Overflow::Auto)
       throw std::invalid_argument("--overflow auto is chosen by plan and train; bench takes full or min");
   }
@@ -136,7 +135,6 @@ runtime::PipelineOptions pipeline_options(const BenchArgs& a, const std::string&
     throw std::invalid_argument("--schedules no-pipelining runs the model on rank 0 alone: it does not combine with"
                                 " --dp or --tp; drop it from --schedules");
   s.pp = s.kind == schedule::ScheduleKind::NoPipelining ? 1 : world / mesh;  // no-pipelining: rank 0 alone
-  s.micro_batches = a.schedule.micro_batches;
   // A given --vpp applies to the chunked rows; every other row takes its schedule's own.
   const bool vpp_given = a.flags.given("--vpp");
   s.vpp = chunked && vpp_given ? a.schedule.vpp : schedule::default_vpp(s);

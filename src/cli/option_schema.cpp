@@ -2,14 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
 #include "cli/job_options.hpp"
 #include "launch/launcher.hpp"
 #include "schedule/advise.hpp"
-#include "schedule/generate.hpp"
 #include "schedule/schedule.hpp"
 #include "schedule/simulate.hpp"
 
@@ -189,7 +187,7 @@ const std::vector<OptionSpec>& option_schema() {
 bool RegisteredFlags::given(const std::string& flag) const { return by_flag.at(flag)->count() > 0; }
 
 RegisteredFlags add_schema_options(CLI::App* cmd, Command c, const OptionRoots& roots) {
-  std::map<std::string, CLI::Option*> added;
+  RegisteredFlags added;
   for (const OptionSpec& o : option_schema()) {
     if (!(o.commands & c)) continue;
     CLI::Option* opt = std::visit(
@@ -209,11 +207,11 @@ RegisteredFlags add_schema_options(CLI::App* cmd, Command c, const OptionRoots& 
           }
         },
         o.field(roots));
-    if (*o.needs) opt->needs(added.at(o.needs));
+    if (*o.needs) opt->needs(added.by_flag.at(o.needs));
     if (o.check) opt->check(CLI::Validator(o.check, "", ""));
-    added[o.flag] = opt;
+    added.by_flag[o.flag] = opt;
   }
-  return {added};
+  return added;
 }
 
 FlagNames schema_flags(Command c, const std::string& pp_flag) {

@@ -25,8 +25,7 @@ namespace {
 struct TrainArgs {
   CommandValues values;
   JobOptions job;
-  schedule::ScheduleOptions schedule;
-  train::TrainOptions train;
+  train::TrainOptions train;       // its pipeline's schedule and executor too
   model::TransformerConfig model;  // the GPT, VL's text body, the Hybrid model's widths
   train::LmDataOptions data;       // gpt, hybrid; its micro-batch size is VL's too
   model::VisionConfig vision;      // --model vl
@@ -37,7 +36,7 @@ struct TrainArgs {
     OptionRoots r;
     r.values = &values;
     r.job = &job;
-    r.schedule = &schedule;
+    r.schedule = &train.pipeline.schedule;
     r.train = &train;
     r.executor = &train.pipeline.executor;
     r.model = &model;
@@ -141,9 +140,9 @@ TrainJob resolve(const TrainArgs& a, int world) {
   train::TrainOptions& o = job.options;
   o = a.train;
   o.dp = a.values.dp;
+  // What the loop prints itself, and the banners, name options as train's flags.
   o.name_options = [flags = flags_of(a, kTrain)](const std::string& m) { return with_flags(m, flags); };
   auto& s = o.pipeline.schedule;
-  s = a.schedule;
   if (!schedule::kind_from_name(a.values.schedule, &s.kind))
     throw std::invalid_argument("--schedule " + a.values.schedule +
                                 ": unknown schedule; allowed: " + schedule::kind_names());
@@ -207,7 +206,7 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
     if (mesh.dp > 1) std::cout << " dp=" << mesh.dp;
     if (mesh.tp > 1) std::cout << " tp=" << mesh.tp;
     if (mesh.cp > 1) std::cout << " cp=" << mesh.cp;
-    std::cout << " | " << with_flags(job.task->describe(), flags_of(a, kTrain)) << std::endl;
+    std::cout << " | " << job.options.name_options(job.task->describe()) << std::endl;
     if (mesh.world() > mesh.pp) {
       std::cout << "mesh: " << comm::describe_mesh(mesh);
       for (comm::MeshDim d : {comm::MeshDim::PP, comm::MeshDim::DP, comm::MeshDim::CP, comm::MeshDim::TP}) {
@@ -240,7 +239,7 @@ int verify_rank(TrainArgs a, comm::ProcessGroup* pg) {
     std::cout << "hyperpipe verify: " << a.values.schedule << " pp=" << job.options.pipeline.schedule.pp
               << " vpp=" << job.options.pipeline.schedule.vpp << " mb=" << job.options.pipeline.schedule.micro_batches
               << " dp=" << mesh.dp << " tp=" << mesh.tp << " cp=" << mesh.cp
-              << " against one process, float64 | " << with_flags(job.task->describe(), flags_of(a, kVerify)) << "\n";
+              << " against one process, float64 | " << job.options.name_options(job.task->describe()) << "\n";
     std::cout.precision(3);
     std::cout << "loss " << r.loss << " vs " << r.reference_loss << "  rel error " << std::scientific << r.loss_error
               << "\n";
