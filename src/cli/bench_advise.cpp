@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "model/transformer_config.hpp"
-#include "model/vision_config.hpp"
 #include "schedule/advise.hpp"
 
 namespace hp::cli {
@@ -26,11 +25,10 @@ bool same_layout(const schedule::ScheduleOptions& a, const schedule::ScheduleOpt
 
 }  // namespace
 
-std::optional<AdvisorCheck> check_advisor(const model::TransformerConfig& text, const model::VisionConfig* vision,
+std::optional<AdvisorCheck> check_advisor(const schedule::ModelProfile& profile, const model::EmulatedLayer& emulate,
                                           bool even_layers, int pp, int micro_batches,
                                           const std::vector<MeasuredLayout>& measured, std::string* why) {
-  const auto& e = text.emulate;
-  if (!e.active() || e.forward_ms <= 0) {
+  if (!emulate.active() || emulate.forward_ms <= 0) {
     *why = "it needs each layer's cost: give --emulate-layer-ms";
     return std::nullopt;
   }
@@ -42,17 +40,7 @@ std::optional<AdvisorCheck> check_advisor(const model::TransformerConfig& text, 
     *why = "there is no pipeline to lay out";
     return std::nullopt;
   }
-  schedule::ModelProfile p;
-  p.layers = text.num_layers;
-  p.layer_f = e.forward_ms;
-  p.layer_b = e.backward_ms;
-  if (vision) {
-    p.tower_layers = vision->num_layers;
-    p.tower_f = e.forward_ms;
-    p.tower_b = e.backward_ms;
-    p.frozen_preprocess = vision->frozen;
-  }
-  const schedule::Advice advice = schedule::advise(p, pp, micro_batches);
+  const schedule::Advice advice = schedule::advise(profile, pp, micro_batches);
   AdvisorCheck check;
   check.first_choice = advice.ranked.front().name;
   check.first_predicted = advice.ranked.front().step_time;

@@ -13,9 +13,11 @@
 #include "schedule/schedule.hpp"
 
 namespace hp::model {
-struct TransformerConfig;
-struct VisionConfig;
-}  // namespace hp::model
+struct EmulatedLayer;
+}
+namespace hp::schedule {
+struct ModelProfile;
+}
 
 namespace hp::cli {
 
@@ -36,8 +38,9 @@ struct AdvisorCheck {
 };
 
 // Nullopt with *why set when the advisor cannot be asked (no emulated costs,
-// uneven --layers-per-stage, no pipeline). `vision` is null for a GPT.
-std::optional<AdvisorCheck> check_advisor(const model::TransformerConfig& text, const model::VisionConfig* vision,
+// uneven --layers-per-stage, no pipeline). `profile`: the model family's at
+// the emulated costs (family::ModelFamily::profile).
+std::optional<AdvisorCheck> check_advisor(const schedule::ModelProfile& profile, const model::EmulatedLayer& emulate,
                                           bool even_layers, int pp, int micro_batches,
                                           const std::vector<MeasuredLayout>& measured, std::string* why);
 

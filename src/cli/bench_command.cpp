@@ -21,11 +21,14 @@
 #include "cli/bench_advise.hpp"
 #include "cli/bench_comm.hpp"
 #include "cli/emulate_flags.hpp"
+#include "cli/family_options.hpp"
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
 #include "cli/spread.hpp"
 #include "cli/option_schema.hpp"
 #include "comm/process_group.hpp"
+#include "family/model_family.hpp"
+#include "model/hybrid.hpp"
 #include "runtime/microbatch.hpp"
 #include "runtime/action_trace.hpp"
 #include "runtime/grad_reducer.hpp"
@@ -35,11 +38,11 @@
 #include "schedule/generate.hpp"
 #include "schedule/simulate.hpp"
 #include "train/adamw.hpp"
-#include "train/gpt_task.hpp"
 #include "train/op_profile.hpp"
 #include "train/place.hpp"
 #include "train/progress.hpp"
-#include "train/vl_task.hpp"
+#include "train/lm_data.hpp"
+#include "train/task.hpp"
 
 namespace hp::cli {
 namespace {
@@ -53,6 +56,7 @@ struct BenchArgs {
   schedule::ScheduleOptions schedule;  // every row's --mb, --vpp (chunked rows), MPipe's T and owner backward
   model::TransformerConfig model;      // the GPT, or VL's text body
   model::VisionConfig vision;          // --model vl
+  model::HybridConfig hybrid;          // --model hybrid
   train::LmDataOptions data;           // --micro-batch-size, --seq-len
   runtime::ExecutorOptions executor;   // --pseudo-deallocate, as train
   RegisteredFlags flags;
@@ -64,6 +68,7 @@ struct BenchArgs {
     r.schedule = &schedule;
     r.model = &model;
     r.vision = &vision;
+    r.hybrid = &hybrid;
     r.data = &data;
     r.executor = &executor;
     return r;
@@ -89,24 +94,13 @@ std::string row_label(const nlohmann::json& row) {
   return row_label(row["schedule"].get<std::string>(), row["vpp"].get<int>());
 }
 
-// --model: the family as a train::Task, the same as train builds it (GPT on
-// the embedded text, VL on its synthetic captioned images).
+// --model's family builds the Task, as train builds it (family/model_family.hpp).
+family::FamilyOptions bench_family_options(const BenchArgs& a) {
+  return family_options(a.values, a.model, a.data, a.vision, a.hybrid);
+}
+
 std::unique_ptr<train::Task> bench_task(const BenchArgs& a) {
-  std::vector<int> counts;
-  if (!a.values.layers_per_stage.empty()) counts = layer_counts_from_flag(a.values.layers_per_stage);
-  if (a.values.model != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
-  if (a.values.model == "gpt") {
-    train::GptTaskOptions g{a.model, counts, {}};
-    g.model.max_seq_len = a.data.seq_len;
-    g.data.micro_batch_size = a.data.micro_batch_size;
-    g.data.seq_len = a.data.seq_len;
-    return std::make_unique<train::GptTask>(g);
-  }
-  if (a.model.tensor_parallel.size > 1)
-    throw std::invalid_argument("--tp " + std::to_string(a.model.tensor_parallel.size) +
-                                ": --model vl is not tensor-parallel; --tp works with --model gpt");
-  if (a.values.model == "vl") return std::make_unique<train::VlTask>(train::VlTaskOptions{a.model, a.vision, counts, a.data.micro_batch_size});
-  throw std::invalid_argument("--model " + a.values.model + ": allowed: gpt, vl");
+  return family::find_family(a.values.model).make_task(bench_family_options(a));
 }
 
 // A --schedules entry: a schedule's name, or "mpipe/BODY" for MPipe around
@@ -742,8 +736,9 @@ int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   }
   std::string why_not = at.mesh ? "it lays out one pipeline; --dp and --tp are not in its model" : "";
   const auto advisor = at.mesh ? std::nullopt
-                               : check_advisor(a.model, a.values.model == "vl" ? &a.vision : nullptr,
-                                               a.values.layers_per_stage.empty(), world, a.schedule.micro_batches, layouts, &why_not);
+                               : check_advisor(family::find_family(a.values.model).profile(bench_family_options(a)),
+                                               a.model.emulate, a.values.layers_per_stage.empty(), world,
+                                               a.schedule.micro_batches, layouts, &why_not);
   nlohmann::json advisor_json = nullptr;
   if (advisor) {
     std::cout << format_advisor_check(*advisor);

@@ -13,4 +13,9 @@ namespace hp::cli {
 // its exit status to *exit_code, which must outlive the app.
 void add_commands(CLI::App& app, int* exit_code);
 
+// The hyperpipe binary's main: parses argv (expanding --config files) and
+// runs the subcommand. A program that registers model families of its own
+// (family/model_family.hpp) and then calls this is hyperpipe with them.
+int run_hyperpipe(int argc, char** argv);
+
 }  // namespace hp::cli

@@ -1,6 +1,5 @@
 #include "cli/generate_command.hpp"
 
-#include <ATen/ATen.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -13,19 +12,11 @@
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
 #include "cli/option_schema.hpp"
-#include "data/ppm_image.hpp"
-#include "data/vl_data.hpp"
+#include "family/model_family.hpp"
+#include "infer/decode_model.hpp"
 #include "infer/decoder.hpp"
-#include "infer/gpt_decode_model.hpp"
-#include "infer/hybrid_decode_model.hpp"
-#include "infer/vl_decode_model.hpp"
-#include "model/layers.hpp"
 #include "schedule/generate.hpp"
 #include "train/checkpoint.hpp"
-#include "train/gpt_task.hpp"
-#include "train/hybrid_task.hpp"
-#include "train/task.hpp"
-#include "train/vl_task.hpp"
 
 namespace hp::cli {
 namespace {
@@ -64,27 +55,6 @@ FlagNames generate_flags() {
   return f;
 }
 
-// Byte tokens, as the embedded corpus and text data are tokenized.
-std::vector<std::int64_t> encode(const std::string& text) {
-  std::vector<std::int64_t> ids;
-  for (unsigned char c : text) ids.push_back(c);
-  return ids;
-}
-
-std::string decode(const std::vector<std::int64_t>& ids) {
-  std::string out;
-  for (std::int64_t id : ids) {
-    if (id >= 32 && id < 127) {
-      out += static_cast<char>(id);
-    } else {
-      std::ostringstream esc;
-      esc << (id < 256 ? "\\x" : "<") << std::hex << id << (id < 256 ? "" : ">");
-      out += id == '\n' ? "\\n" : esc.str();
-    }
-  }
-  return out;
-}
-
 std::vector<std::string> prompt_texts(const GenerateArgs& a) {
   if (a.values.prompt.empty() == a.values.prompts_file.empty())
     throw std::invalid_argument("give exactly one of --prompt TEXT and --prompts FILE (one prompt per line)");
@@ -99,46 +69,33 @@ std::vector<std::string> prompt_texts(const GenerateArgs& a) {
 }
 
 struct GenerateJob {
-  model::TransformerConfig config;
-  std::optional<model::VLStagesOptions> vl;  // a VL checkpoint: captions of images
-  std::optional<model::HybridConfig> hybrid;  // a Hybrid checkpoint
+  family::CheckpointModel model;  // the checkpoint's family's, ready to decode
   schedule::ScheduleOptions layout;
-  std::vector<std::string> texts;  // the prompts, or the images' names
-  std::vector<std::vector<std::int64_t>> prompts;
-  std::vector<std::vector<float>> images;  // VL: [3, S, S] per prompt
+  std::vector<family::Prompt> prompts;
   infer::GenerateOptions options;
 };
 
-// VL: each --image is a held-out sample's index or a PPM file; its prompt is <bos>.
-void resolve_images(const GenerateArgs& a, GenerateJob& job) {
-  if (!a.values.prompt.empty() || !a.values.prompts_file.empty())
-    throw std::invalid_argument("--load " + a.values.load + " holds a VL model, which captions images: give --image N "
-                                "(a held-out synthetic image) or --image FILE.ppm, not --prompt/--prompts");
-  if (a.values.images.empty())
-    throw std::invalid_argument("--load " + a.values.load + " holds a VL model: give --image N (a held-out synthetic image) "
-                                "or --image FILE.ppm, once per image to caption");
-  const int size = job.vl->vision.image_size;
-  // The held-out stream of the checkpoint's --seed: images its training never read.
-  const std::uint64_t held_out = job.vl->text.config.seed ^ train::kHeldOutSeedMix;
-  for (const auto& image : a.values.images) {
-    if (!image.empty() && image.find_first_not_of("0123456789") == std::string::npos && image.size() < 16) {
-      const auto index = std::stoll(image);
-      const data::VLBatch b = data::make_vl_batch(size, 1, held_out, index);
-      job.images.push_back(b.images);
-      job.texts.push_back("image " + image + " (drawn: " + data::caption_text(b.captions.data(), data::kVLCaptionTokens) +
-                          ")");
-    } else {
-      try {
-        job.images.push_back(data::read_ppm(image, size));
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("--image ") + e.what());
-      }
-      job.texts.push_back(image);
-    }
-    job.prompts.push_back({data::kVLBos});
+// The prompts a family decodes: text for a language model, each --image for
+// one that captions images.
+std::vector<family::Prompt> read_prompts(const GenerateArgs& a, const family::CheckpointModel& model,
+                                         const std::string& title) {
+  std::vector<family::Prompt> out;
+  if (model.captions_images) {
+    const std::string holds = "--load " + a.values.load + " holds a " + title + " model";
+    if (!a.values.prompt.empty() || !a.values.prompts_file.empty())
+      throw std::invalid_argument(holds + ", which captions images: give --image N (a held-out synthetic image) or "
+                                          "--image FILE.ppm, not --prompt/--prompts");
+    if (a.values.images.empty())
+      throw std::invalid_argument(holds + ": give --image N (a held-out synthetic image) or --image FILE.ppm, once per "
+                                          "image to caption");
+    for (const auto& image : a.values.images) out.push_back(model.prompt(image));
+    return out;
   }
-  // A caption's words, unless asked otherwise: what the positions after the patches hold.
-  if (!a.flags.given("--max-new-tokens")) job.options.max_new_tokens = data::kVLCaptionTokens - 2;
+  if (!a.values.images.empty())
+    throw std::invalid_argument("--image: --load " + a.values.load + " holds a language model, which continues text; "
+                                "give --prompt TEXT or --prompts FILE");
+  for (const auto& text : prompt_texts(a)) out.push_back(model.prompt(text));
+  return out;
 }
 
 // Everything checked before any rank starts: the checkpoint's model, the
@@ -147,22 +104,18 @@ GenerateJob resolve(const GenerateArgs& a, int world) {
   if (a.values.load.empty()) throw std::invalid_argument("--load DIR is required: the checkpoint to decode from");
   GenerateJob job;
   const train::CheckpointInfo info = train::verify_checkpoint(a.values.load);
+  const std::string name =
+      nlohmann::json::parse(info.metadata_json.empty() ? "{}" : info.metadata_json).value("model", "gpt");
+  const family::ModelFamily& family = family::find_family(name);
+  if (!family.from_checkpoint)
+    throw std::invalid_argument("--load " + a.values.load + " holds a " + family.title +
+                                " model, which generate cannot decode");
+  job.model = family.from_checkpoint(info);
+  job.prompts = read_prompts(a, job.model, family.title);
   job.options = a.options;
   job.options.kv_cache = !a.values.no_kv_cache;
-  const std::string model = nlohmann::json::parse(info.metadata_json.empty() ? "{}" : info.metadata_json).value("model", "");
-  if (model == "vl") {
-    job.vl = train::vl_options_from_checkpoint(info);
-    job.config = job.vl->text.config;
-    resolve_images(a, job);
-  } else {
-    if (!a.values.images.empty())
-      throw std::invalid_argument("--image: --load " + a.values.load + " holds a language model, which continues text; "
-                                  "give --prompt TEXT or --prompts FILE");
-    if (model == "hybrid") job.hybrid = train::hybrid_config_from_checkpoint(info);
-    job.config = job.hybrid ? job.hybrid->base : train::gpt_config_from_checkpoint(info);
-    job.texts = prompt_texts(a);
-    for (const auto& t : job.texts) job.prompts.push_back(encode(t));
-  }
+  if (job.model.default_new_tokens > 0 && !a.flags.given("--max-new-tokens"))
+    job.options.max_new_tokens = job.model.default_new_tokens;
   auto& l = job.layout;
   l.pp = world;
   l.vpp = a.layout.vpp;
@@ -172,12 +125,11 @@ GenerateJob resolve(const GenerateArgs& a, int world) {
   l.forward_only = true;
   if (a.layout.vpp < 1) throw std::invalid_argument("--vpp must be >= 1, got " + std::to_string(a.layout.vpp));
   schedule::check_options(l);
-  if (job.hybrid)
-    infer::check_hybrid_decode_layout(*job.hybrid, l);
-  else
-    infer::check_gpt_decode_layout(job.config, l);
-  const std::int64_t patches = job.vl ? job.vl->vision.num_patches() : 0;
-  infer::check_generate(job.prompts, job.options, job.config.vocab_size, job.config.max_seq_len - patches);
+  job.model.check_layout(l);
+  std::vector<std::vector<std::int64_t>> tokens;
+  for (const auto& p : job.prompts) tokens.push_back(p.tokens);
+  infer::check_generate(tokens, job.options, job.model.config.vocab_size,
+                        job.model.config.max_seq_len - job.model.prefix_positions);
   return job;
 }
 
@@ -185,35 +137,16 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
   const int rank = pg ? pg->rank() : 0;
   const GenerateJob job = resolve(a, world);
-  infer::DecodeModel model;
-  if (job.vl) {
-    const int s = job.vl->vision.image_size;
-    std::vector<at::Tensor> images;
-    for (const auto& pixels : job.images)
-      images.push_back(at::tensor(pixels, at::kFloat)
-                           .view({1, data::kVLChannels, s, s})
-                           .to(model::to_scalar_type(job.config.dtype)));
-    model = infer::build_vl_decode_model(*job.vl, job.layout, rank, std::move(images));
-  } else if (job.hybrid) {
-    model = infer::build_hybrid_decode_model(*job.hybrid, job.layout, rank, 1);
-  } else {
-    model = infer::build_gpt_decode_model(job.config, job.layout, rank, 1);
-  }
-  infer::Decoder decoder(job.layout, rank, pg, std::move(model));
+  infer::Decoder decoder(job.layout, rank, pg, job.model.build(job.layout, rank, job.prompts));
   train::NamedParams params = decoder.named_parameters();
   train::restore_checkpoint(a.values.load, params, nullptr);
-  const auto generated = decoder.generate(job.prompts, job.options);
+  std::vector<std::vector<std::int64_t>> tokens;
+  for (const auto& p : job.prompts) tokens.push_back(p.tokens);
+  const auto generated = decoder.generate(tokens, job.options);
   if (rank != 0) return 0;
-  for (size_t p = 0; p < generated.size(); ++p) {
-    if (!job.vl) {
-      std::cout << job.texts[p] << decode(generated[p]) << std::endl;
-      continue;
-    }
-    const auto& ids = generated[p];
-    const auto eos = std::find(ids.begin(), ids.end(), data::kVLEos);  // ends a caption
-    std::cout << job.texts[p] << ": " << data::caption_text(ids.data(), static_cast<int>(eos - ids.begin()))
+  for (size_t p = 0; p < generated.size(); ++p)
+    std::cout << job.prompts[p].name << (job.model.captions_images ? ": " : "") << job.model.detokenize(generated[p])
               << std::endl;
-  }
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include "cli/emulate_flags.hpp"
 #include "cli/job_options.hpp"
+#include "family/model_family.hpp"
 #include "infer/decoder.hpp"
 #include "model/hybrid.hpp"
 #include "model/transformer_config.hpp"
@@ -13,6 +14,17 @@
 #include "train/trainer.hpp"
 
 namespace hp::cli {
+namespace {
+
+// --model's help: every registered family's name and line.
+std::string family_help() {
+  std::string help;
+  for (const auto& name : family::family_names())
+    help += (help.empty() ? "" : "; ") + name + ": " + family::find_family(name).help;
+  return help;
+}
+
+}  // namespace
 
 std::vector<OptionSpec> model_options() {
 #define HP_FIELD HP_OPTION_FIELD
@@ -23,21 +35,18 @@ std::vector<OptionSpec> model_options() {
        "mpipe/1f1b, mpipe/gpipe",
        HP_FIELD(r.values->schedules)},
       // the model
-      {"model.family", "--model", kRun,
-       "gpt; vl: a vision tower + projector before the GPT text body, on synthetic captioned images; hybrid (train, "
-       "verify): Mamba, attention, MLP and MoE layers from --hybrid-pattern",
-       HP_FIELD(r.values->model)},
-      {"model.hybrid_pattern", "--hybrid-pattern", kJob,
+      {"model.family", "--model", kRun, family_help(), HP_FIELD(r.values->model)},
+      {"model.hybrid_pattern", "--hybrid-pattern", kRun,
        "hybrid: M Mamba, * attention, - MLP, E mixture of experts, | pipeline segment (one per stage), / MTP depth",
        HP_FIELD(r.hybrid->pattern)},
-      {"model.moe_num_experts", "--moe-experts", kJob, "hybrid: experts per E layer", HP_FIELD(r.hybrid->moe.num_experts)},
-      {"model.overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", kJob,
+      {"model.moe_num_experts", "--moe-experts", kRun, "hybrid: experts per E layer", HP_FIELD(r.hybrid->moe.num_experts)},
+      {"model.overlap_moe_expert_parallel_comm", "--overlap-moe-expert-parallel-comm", kRun,
        "hybrid: Megatron's expert all-to-all overlap; refused (no expert parallelism; rejected with mHC PP)",
        HP_FIELD(r.hybrid->moe.overlap_expert_parallel_comm)},
-      {"model.moe_top_k", "--moe-top-k", kJob, "hybrid: experts per token", HP_FIELD(r.hybrid->moe.top_k)},
-      {"model.moe_aux_loss_coeff", "--moe-aux-loss-coeff", kJob, "hybrid: weight of the load-balancing loss",
+      {"model.moe_top_k", "--moe-top-k", kRun, "hybrid: experts per token", HP_FIELD(r.hybrid->moe.top_k)},
+      {"model.moe_aux_loss_coeff", "--moe-aux-loss-coeff", kRun, "hybrid: weight of the load-balancing loss",
        HP_FIELD(r.hybrid->moe.aux_loss_coeff)},
-      {"model.mamba_state_size", "--mamba-state", kJob, "hybrid: state size N of the Mamba mixers",
+      {"model.mamba_state_size", "--mamba-state", kRun, "hybrid: state size N of the Mamba mixers",
        HP_FIELD(r.hybrid->mamba.state_size)},
       {"vision.num_layers", "--vision-layers", kRun, "vl: vision tower blocks V (MPipe T counts these, 1..V)",
        HP_FIELD(r.vision->num_layers)},

@@ -6,17 +6,19 @@
 #include <sstream>
 
 #include "cli/emulate_flags.hpp"
+#include "cli/family_options.hpp"
 #include "cli/job.hpp"
 #include "comm/mesh.hpp"
+#include "family/model_family.hpp"
 #include "cli/option_flags.hpp"
 #include "cli/option_schema.hpp"
-#include "train/gpt_task.hpp"
-#include "train/hybrid_task.hpp"
 #include "schedule/advise.hpp"
 #include "schedule/owner_search.hpp"
+#include "model/hybrid.hpp"
+#include "model/vision_config.hpp"
+#include "train/lm_data.hpp"
 #include "train/trainer.hpp"
 #include "train/verify.hpp"
-#include "train/vl_task.hpp"
 
 namespace hp::cli {
 namespace {
@@ -52,76 +54,19 @@ struct TrainJob {
   std::unique_ptr<train::Task> task;
 };
 
-// The one place that knows the model families: --model picks the Task.
+// --model's family builds the Task (family/model_family.hpp).
 std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
-  model::TransformerConfig m = a.model;
-  m.dtype = dtype;
-  const train::LmDataOptions& data = a.data;
-  const std::string& family = a.values.model;
-  std::vector<int> counts;
-  if (!a.values.layers_per_stage.empty()) counts = layer_counts_from_flag(a.values.layers_per_stage);
-  if (family != "vl" && a.vision.frozen) throw std::invalid_argument("--freeze-vision needs --model vl");
-  if (family == "vl" && m.tensor_parallel.size > 1)
-    throw std::invalid_argument("--tp " + std::to_string(m.tensor_parallel.size) +
-                                ": --model vl is not tensor-parallel yet (its vision tower is whole on each rank); --tp"
-                                " works with --model gpt and hybrid");
-  if (family != "gpt" && m.context_parallel.size > 1)
-    throw std::invalid_argument("--cp " + std::to_string(m.context_parallel.size) + ": --model " + family +
-                                " is not context-parallel yet; --cp works with --model gpt");
-  if (family == "gpt") {
-    m.max_seq_len = data.seq_len;
-    return std::make_unique<train::GptTask>(train::GptTaskOptions{m, counts, data});
-  }
-  if (family == "hybrid") {
-    if (m.tie_embeddings) throw std::invalid_argument("--tie-embeddings: the Hybrid model keeps its own LM head");
-    if (!counts.empty())
-      throw std::invalid_argument("--layers-per-stage: a Hybrid model's stages are the | segments of --hybrid-pattern");
-    m.max_seq_len = data.seq_len;
-    train::HybridTaskOptions h;
-    h.model = a.hybrid;
-    h.model.base = m;
-    h.model.base.mtp_num_layers = 0;  // the pattern's / parts
-    h.model.mtp_loss_scaling = m.mtp_loss_scaling_factor;
-    if (a.model.mtp_num_layers > 0)
-      throw std::invalid_argument("--mtp-layers: a Hybrid model's MTP depths are the / parts of --hybrid-pattern "
-                                  "(e.g. 'M*-E/*-/*-' for two)");
-    h.data = data;
-    return std::make_unique<train::HybridTask>(h);
-  }
-  if (family == "vl") {
-    if (data.variable_seq_len)
-      throw std::invalid_argument("--variable-seq-len: --model vl's captions have one length; it applies to --model gpt and hybrid");
-    if (data.data != "embedded")
-      throw std::invalid_argument("--data " + data.data +
-                                  ": --model vl trains on its own synthetic captioned images; drop --data");
-    if (!data.eval_data.empty())
-      throw std::invalid_argument("--eval-data " + data.eval_data +
-                                  ": --model vl evaluates on held-out synthetic images; drop --eval-data");
-    train::VlTaskOptions vl;
-    vl.text = m;
-    vl.vision = a.vision;
-    vl.layers_per_stage = counts;
-    vl.micro_batch_size = data.micro_batch_size;
-    return std::make_unique<train::VlTask>(vl);
-  }
-  throw std::invalid_argument("--model " + family + ": allowed: gpt, vl, hybrid");
+  family::FamilyOptions o = family_options(a.values, a.model, a.data, a.vision, a.hybrid);
+  o.model.dtype = dtype;
+  return family::find_family(a.values.model).make_task(o);
 }
 
 // --overflow auto: the owners that minimise the simulated step with every
 // layer (text and tower) costing the same (its emulated time, or forward 1
 // and backward 2), so every rank computes the same owners before step 1.
 void choose_train_owners(const TrainArgs& a, schedule::ScheduleOptions& s) {
-  schedule::ModelProfile p;
-  const auto& e = a.model.emulate;
-  p.layers = a.model.num_layers;
-  p.layer_f = e.forward_ms > 0 ? e.forward_ms : 1.0;
-  p.layer_b = e.backward_ms > 0 ? e.backward_ms : 2 * p.layer_f;
-  if (a.values.model == "vl") {
-    p.tower_layers = a.vision.num_layers;
-    p.tower_f = p.layer_f;
-    p.tower_b = p.layer_b;
-    p.frozen_preprocess = a.vision.frozen;
-  }
+  const family::FamilyOptions o = family_options(a.values, a.model, a.data, a.vision, a.hybrid);
+  const schedule::ModelProfile p = family::find_family(a.values.model).profile(o);
   // The layout as the pipeline will run it: it finds a frozen tower's preprocess frozen.
   schedule::ScheduleOptions run = s;
   run.mpipe.frozen_preprocess = p.frozen_preprocess && s.mpipe.transpose_layers > 0;
