@@ -26,12 +26,14 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/src/model/fused_attention.cpp
 target_link_libraries(hp_model PRIVATE ${OpenMP_CXX_LIBRARIES})
 # zlib's crc32 checksums the checkpoint files (LibTorch itself links zlib).
 find_package(ZLIB REQUIRED)
-# Its dist tests (the sharded optimizer) start their ranks with the local launcher.
+# The train dist tests (the sharded optimizer, the measured trace) start their ranks with the local launcher.
 hp_torch_layer(train DEPS hp_model hp_data ZLIB::ZLIB TEST_DEPS hp_launch)
 # Generation: decoders over the forward-only pipeline; its tests start ranks and load checkpoints.
 hp_torch_layer(infer DEPS hp_model TEST_DEPS hp_train hp_launch)
 # Model families: each one's Task, profile and decode model, registered by name.
 hp_torch_layer(family DEPS hp_train hp_infer TEST_DEPS hp_cli)
-set(HP_TORCH_LIBS hp_family hp_infer hp_train hp_model hp_runtime hp_comm hp_data hp_schedule hp_launch CACHE INTERNAL "")
+# The bench engine: calibration, links, rows measured beside simulated (bench reads a Task).
+hp_torch_layer(bench DEPS hp_train TEST_DEPS hp_launch)
+set(HP_TORCH_LIBS hp_bench hp_family hp_infer hp_train hp_model hp_runtime hp_comm hp_data hp_schedule hp_launch CACHE INTERNAL "")
 # The family dist tests start a program that registers a family of its own.
 add_dependencies(family_tests_dist family_worker)

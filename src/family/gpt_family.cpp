@@ -17,7 +17,7 @@ ModelFamily gpt_family() {
   ModelFamily f;
   f.name = "gpt";
   f.title = "GPT";
-  f.help = "a GPT (Megatron's, optionally with mHC and MTP) on --data";
+  f.help = "a GPT (Megatron's, optionally with mHC and MTP) on a token source";
   f.make_task = [](const FamilyOptions& o) -> std::unique_ptr<train::Task> {
     refuse_vision(o, "gpt");
     train::GptTaskOptions g{o.model, o.layers_per_stage, *o.data};

@@ -13,7 +13,7 @@ ModelFamily hybrid_family() {
   ModelFamily f;
   f.name = "hybrid";
   f.title = "Hybrid";
-  f.help = "Megatron's Hybrid model: Mamba, attention, MLP and MoE layers from --hybrid-pattern";
+  f.help = "Megatron's Hybrid model: Mamba, attention, MLP and MoE layers from its pattern";
   f.make_task = [](const FamilyOptions& o) -> std::unique_ptr<train::Task> {
     refuse_vision(o, "hybrid");
     const model::TransformerConfig& m = o.model;

@@ -105,7 +105,7 @@ std::vector<FlagUse> documented_flags(const std::string& text) {
 // Files of src/ whose code sits below the CLI.
 std::vector<fs::path> library_sources() {
   std::vector<fs::path> out;
-  for (const char* folder : {"schedule", "runtime", "model", "train", "data", "infer", "comm", "launch"})
+  for (const char* folder : {"schedule", "runtime", "model", "train", "data", "infer", "comm", "launch", "family", "bench"})
     for (const auto& e : fs::recursive_directory_iterator(fs::path(HP_SOURCE_DIR) / "src" / folder))
       if (e.path().extension() == ".cpp" || e.path().extension() == ".hpp") out.push_back(e.path());
   return out;
@@ -216,7 +216,7 @@ TEST(OptionSchema, LibraryCodeNamesOptionsNotFlags) {
       {"costs.bucket_bytes", "bench prices its mesh from the measured job"},
       {"generate.prompts", "--prompt or --prompts (generate names both)"}};
   static const std::regex flag(R"(--[a-z][a-z0-9-]+)");
-  static const std::regex name(R"(\b(?:schedule|model|train|data|vision|costs|profile|launch|generate|sampling|mesh|job)\.[a-z_][a-z_.0-9]*[a-z_0-9])");
+  static const std::regex name(R"(\b(?:schedule|model|train|data|vision|costs|profile|launch|generate|sampling|mesh|job|bench)\.[a-z_][a-z_.0-9]*[a-z_0-9])");
   int names = 0;
   for (const auto& file : library_sources()) {
     const std::string where = fs::relative(file, HP_SOURCE_DIR).string();

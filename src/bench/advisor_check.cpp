@@ -1,13 +1,11 @@
-#include "cli/bench_advise.hpp"
+#include "bench/advisor_check.hpp"
 
 #include <algorithm>
-#include <iomanip>
-#include <sstream>
 
 #include "model/transformer_config.hpp"
 #include "schedule/advise.hpp"
 
-namespace hp::cli {
+namespace hp::bench {
 namespace {
 
 // Whether a measured layout is the advisor's candidate `c` (owner-backward
@@ -29,11 +27,11 @@ std::optional<AdvisorCheck> check_advisor(const schedule::ModelProfile& profile,
                                           bool even_layers, int pp, int micro_batches,
                                           const std::vector<MeasuredLayout>& measured, std::string* why) {
   if (!emulate.active() || emulate.forward_ms <= 0) {
-    *why = "it needs each layer's cost: give --emulate-layer-ms";
+    *why = "it needs each layer's cost: give model.emulate";
     return std::nullopt;
   }
   if (!even_layers) {
-    *why = "it splits the layers evenly: drop --layers-per-stage";
+    *why = "it splits the layers evenly: drop model.layers_per_stage";
     return std::nullopt;
   }
   if (pp < 2 || measured.empty()) {
@@ -65,24 +63,4 @@ std::optional<AdvisorCheck> check_advisor(const schedule::ModelProfile& profile,
   return check;
 }
 
-std::string format_advisor_check(const AdvisorCheck& c) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1) << "advisor (plan --advise on the emulated layer costs): first choice "
-     << c.first_choice << " (predicted " << c.first_predicted << " ms)\n";
-  if (c.first_measured.empty()) {
-    os << "  none of the measured layouts is among its candidates\n";
-    return os.str();
-  }
-  os << "  of the measured layouts it ranks " << c.first_measured << " first (its #" << c.first_measured_rank
-     << "); measured fastest " << c.measured_fastest
-     << (c.agrees() ? ": the advisor picks the measured winner" : ": they differ");
-  if (!c.not_candidates.empty()) {
-    os << " (not its candidates:";
-    for (const auto& n : c.not_candidates) os << " " << n;
-    os << ")";
-  }
-  os << "\n";
-  return os.str();
-}
-
-}  // namespace hp::cli
+}  // namespace hp::bench

@@ -19,7 +19,7 @@ namespace hp::schedule {
 struct ModelProfile;
 }
 
-namespace hp::cli {
+namespace hp::bench {
 
 struct MeasuredLayout {
   std::string label;  // as bench prints it ("mpipe v1")
@@ -44,7 +44,4 @@ std::optional<AdvisorCheck> check_advisor(const schedule::ModelProfile& profile,
                                           bool even_layers, int pp, int micro_batches,
                                           const std::vector<MeasuredLayout>& measured, std::string* why);
 
-// Two lines for bench's table.
-std::string format_advisor_check(const AdvisorCheck& check);
-
-}  // namespace hp::cli
+}  // namespace hp::bench

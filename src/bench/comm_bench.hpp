@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/spread.hpp"
+#include "bench/spread.hpp"
 
 namespace hp::comm {
 class ProcessGroup;
 }
 
-namespace hp::cli {
+namespace hp::bench {
 
 struct CommBenchRow {
   std::string op;  // "p2p" (rank 0 <-> rank 1 ping-pong) or "broadcast" (from rank 0 to all)
@@ -33,4 +33,4 @@ std::vector<CommBenchRow> bench_comm(comm::ProcessGroup& group, int rounds);
 // The table rank 0 prints.
 std::string format_comm_rows(const std::vector<CommBenchRow>& rows, int rounds);
 
-}  // namespace hp::cli
+}  // namespace hp::bench

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-namespace hp::cli {
+namespace hp::bench {
 
 // The median of `v` (the mean of the middle two for an even count); `v` not empty.
 double median(std::vector<double> v);
@@ -17,4 +17,4 @@ struct Spread {
 // `v` not empty.
 Spread spread(const std::vector<double>& v);
 
-}  // namespace hp::cli
+}  // namespace hp::bench

@@ -1,8 +1,8 @@
-#include "cli/spread.hpp"
+#include "bench/spread.hpp"
 
 #include <algorithm>
 
-namespace hp::cli {
+namespace hp::bench {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -15,4 +15,4 @@ Spread spread(const std::vector<double>& v) {
   return {median(v), *low, *high};
 }
 
-}  // namespace hp::cli
+}  // namespace hp::bench

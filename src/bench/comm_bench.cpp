@@ -1,4 +1,4 @@
-#include "cli/bench_comm.hpp"
+#include "bench/comm_bench.hpp"
 
 #include <ATen/ATen.h>
 
@@ -12,7 +12,7 @@
 #include "comm/c10d_baseline.hpp"
 #include "comm/process_group.hpp"
 
-namespace hp::cli {
+namespace hp::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -115,4 +115,4 @@ std::string format_comm_rows(const std::vector<CommBenchRow>& rows, int rounds) 
   return os.str();
 }
 
-}  // namespace hp::cli
+}  // namespace hp::bench
