@@ -1,5 +1,6 @@
-# `cmake --install` puts the libraries, the public headers (the src/ layout
-# under include/hyperpipe/, none of them including <torch/torch.h>), the
+# `cmake --install` puts the libraries, the public headers (those
+# cmake/public_headers.txt lists, in the src/ layout under include/hyperpipe/,
+# none of them including <torch/torch.h>), the
 # hyperpipe binary and a CMake package config under the prefix, so an outside
 # project does
 #   find_package(hyperpipe REQUIRED)
@@ -16,8 +17,12 @@ add_library(hyperpipe::hyperpipe ALIAS hp_package)
 install(TARGETS hp_package ${HP_TORCH_LIBS} EXPORT hyperpipeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS hyperpipe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hyperpipe
-        FILES_MATCHING PATTERN "*.hpp")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/public_headers.txt)
+file(STRINGS ${PROJECT_SOURCE_DIR}/cmake/public_headers.txt public_headers REGEX "^[^#]")
+foreach(header ${public_headers})
+  get_filename_component(folder ${header} DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/src/${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/hyperpipe/${folder})
+endforeach()
 install(EXPORT hyperpipeTargets NAMESPACE hyperpipe:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/hyperpipe)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hyperpipeConfig.cmake.in
                               ${CMAKE_BINARY_DIR}/hyperpipeConfig.cmake

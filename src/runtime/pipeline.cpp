@@ -7,6 +7,7 @@
 
 #include "comm/process_group.hpp"
 #include "runtime/action_trace.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/grad_reducer.hpp"
 #include "runtime/mpipe_runtime.hpp"
 #include "runtime/stage.hpp"

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/executor.hpp"
+#include "runtime/executor_options.hpp"
 #include "runtime/rank_model.hpp"
 #include "schedule/schedule.hpp"
 
@@ -45,6 +45,7 @@ class ProcessGroup;
 
 namespace hp::runtime {
 
+class Executor;
 class Stage;
 class MPipeRuntime;
 class TiedParameters;

@@ -15,6 +15,16 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 [[ -f $work/prefix/include/hyperpipe/runtime/pipeline.hpp ]] || fail "headers not installed"
 ! grep -rl '#include <torch/torch.h>' "$work/prefix/include/hyperpipe" || fail "an installed header includes <torch/torch.h>"
+# Exactly the public API (cmake/public_headers.txt), closed under #include, each header opening with its contract.
+include=$work/prefix/include/hyperpipe
+diff <(grep -v '^#' "$example_dir/../../cmake/public_headers.txt" | sort) <(cd "$include" && find . -name '*.hpp' | sed 's|^\./||' | sort) ||
+  fail "the installed headers are not exactly cmake/public_headers.txt"
+for header in $(cd "$include" && find . -name '*.hpp'); do
+  for used in $(sed -nE 's/^#include "([^"]+)"/\1/p' "$include/$header"); do
+    [[ -f $include/$used ]] || fail "installed $header includes $used, which is not installed"
+  done
+  head -c 2 "$include/$header" | grep -q '//' || fail "installed $header does not open with its contract"
+done
 launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=)
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$example_dir" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" "${launcher[@]}" >/dev/null

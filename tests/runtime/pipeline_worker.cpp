@@ -39,6 +39,7 @@
 #include "comm/process_group.hpp"
 #include "model/gpt_stages.hpp"
 #include "runtime/action_trace.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/reference.hpp"
 #include "runtime/tensor_memory.hpp"
