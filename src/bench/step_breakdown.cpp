@@ -3,6 +3,7 @@
 #include "bench/timing.hpp"
 #include "comm/process_group.hpp"
 #include "runtime/action_trace.hpp"
+#include "runtime/executor.hpp"
 #include "train/adamw.hpp"
 
 namespace hp::bench {

@@ -4,18 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include "comm/heartbeat.hpp"
 #include "comm/mesh.hpp"
@@ -25,9 +21,11 @@
 #include "train/distributed_optimizer.hpp"
 #include "train/grad_clip.hpp"
 #include "train/metrics.hpp"
+#include "runtime/executor.hpp"
 #include "runtime/tensor_memory.hpp"
 #include "train/place.hpp"
 #include "train/progress.hpp"
+#include "train/step_counters.hpp"
 
 namespace hp::train {
 namespace memory = runtime::tensor_memory;
@@ -39,7 +37,7 @@ LrScheduleOptions lr_options(const TrainOptions& o) {
   return lr;
 }
 
-void validate_checkpoint_shape(const std::string& load, std::int64_t steps, const Task& task);
+void validate_checkpoint(const std::string& load, std::int64_t steps, const Task& task);
 
 // Tensor parallelism: the whole tensors of the split parameters and of their
 // optimizer state, for a checkpoint. Collective over the tp group.
@@ -60,10 +58,10 @@ void gather_whole(NamedParams& params, AdamWState& state, const runtime::TensorS
 }
 
 // The mean loss over the held-out batches' target tokens, forward only. Collective.
-double evaluate(runtime::Pipeline& pipeline, const Task& task, int iters, const Place& at) {
+double evaluate(runtime::Pipeline& pipeline, const Task& task, int iters, const Place& place) {
   double weighted = 0, tokens = 0;
   for (int i = 0; i < iters; ++i) {
-    const runtime::StepResult r = pipeline.evaluate(replica_batch(task, &Task::eval_batch, i, pipeline, at));
+    const runtime::StepResult r = pipeline.evaluate(replica_batch(task, &Task::eval_batch, i, pipeline, place));
     weighted += r.loss * static_cast<double>(r.tokens);
     tokens += static_cast<double>(r.tokens);
   }
@@ -114,7 +112,7 @@ void TrainOptions::validate(const Task& task) const {
     const int ranks = local ? std::atoi(local) : pipeline.schedule.pp * sharing * task.tensor_parallel();
     if (auto available = available_memory_bytes()) check_memory_fits(*estimate, std::max(1, ranks), *available);
   }
-  if (!load.empty()) validate_checkpoint_shape(load, steps, task);
+  if (!load.empty()) validate_checkpoint(load, steps, task);
 }
 
 namespace {
@@ -123,7 +121,7 @@ namespace {
 // key by key, naming the keys that differ (a key only one side has differs too, e.g. mHC's
 // streams; but older checkpoints lack the keys recorded later). A run that would train no
 // step past the checkpoint is refused too.
-void validate_checkpoint_shape(const std::string& load, std::int64_t steps, const Task& task) {
+void validate_checkpoint(const std::string& load, std::int64_t steps, const Task& task) {
   static const std::set<std::string> kRecordedLater = {"seq-len", "mhc-sinkhorn-iterations"};
   const CheckpointInfo info = verify_checkpoint(load);
   if (steps <= info.step)
@@ -152,196 +150,239 @@ void validate_checkpoint_shape(const std::string& load, std::int64_t steps, cons
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
-  o.validate(task);
-  memory::install();  // before the model, so parameters count too
-  const Place at = make_place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel(), task.context_parallel());
-  const int rank = at.stage_rank;
-  runtime::RankModel model = task.build(o.pipeline.schedule, rank, at.parallel);
-  const runtime::TensorShards shards = model.tensor_parallel;
-  model::TensorParallel sequence_parallel = at.parallel.tensor;
-  sequence_parallel.sequence_parallel = model.sequence_parallel;
-  const int tp_rank = at.parallel.tensor.rank, tp_size = at.parallel.tensor.size;
-  // The model's own step values (MTP losses): one slot each in the counters' all-reduce.
-  const std::vector<std::string> model_metric_names = model.metric_names;
-  const auto model_metrics = model.metrics;
-  runtime::Pipeline pipeline(o.pipeline, rank, at.pp, std::move(model), at.average);
-  const auto lr_opts = lr_options(o);
+namespace {
 
-  NamedParams params = pipeline.named_parameters();
-  DistributedOptimizer optimizer(params, o.adam, o.distributed_optimizer ? at.average : nullptr);
-  std::int64_t first_step = 1;
-  if (!o.load.empty()) {
-    const LoadedCheckpoint loaded = restore_checkpoint(o.load, params, nullptr, shards, tp_rank, tp_size);
-    optimizer.load_state(loaded.optimizer);
-    first_step = loaded.step + 1;
-  }
-  auto sum_over = [](comm::ProcessGroup* g) {
-    return [g](double x) {
-      if (!g || g->world_size() == 1) return x;
-      at::Tensor t = at::full({1}, x, at::kDouble);
-      g->all_reduce(t);
-      return t.item<double>();
-    };
-  };
-  // Gradients are the same in every replica after the step: a norm over one
-  // pipeline (its tp groups' shards, each whole parameter once) is global.
-  const auto sum_over_pipeline = sum_over(at.pp);
-  const auto sum_over_model = [&](double x) { return sum_over_pipeline(sum_over(at.tp)(x)); };
-  const auto dup = pipeline.duplicate_parameter_names();
-  std::set<std::string> duplicates(dup.begin(), dup.end());
-  if (tp_rank > 0)
-    for (const auto& [name, p] : params)
-      if (!shards.count(name)) duplicates.insert(name);
-  std::unique_ptr<MetricsWriter> metrics;
-  if (at.world_rank == 0 && !o.metrics.empty()) {
-    // A resumed run rewrites what a longer earlier run wrote past the loaded step.
-    if (first_step > 1) keep_metrics_through(o.metrics, first_step - 1);
-    metrics = std::make_unique<MetricsWriter>(o.metrics, first_step > 1);
+// What one step did, as the loop reports it.
+struct StepOutcome {
+  std::int64_t step = 0;
+  double loss = 0, lr = 0, grad_norm = 0, ms = 0;
+  std::int64_t tokens = 0;
+  std::optional<double> val_loss;
+  std::uint64_t bytes_broadcast = 0;
+  RankStepCounters counters;
+  double tokens_per_s() const { return tokens / (ms / 1000.0); }
+};
+
+// One rank's part of a training job: its pipeline, the optimizer over its
+// parameters, and the groups its sums run over. Built collectively, used
+// from the rank's thread.
+class Trainer {
+ public:
+  Trainer(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg)
+      : o_(o),
+        task_(task),
+        pg_(pg),
+        place_(make_place(pg, o.pipeline.schedule.pp, o.dp, task.tensor_parallel(), task.context_parallel())),
+        pipeline_(build_pipeline()),
+        params_(pipeline_.named_parameters()),
+        optimizer_(params_, o.adam, o.distributed_optimizer ? place_.average : nullptr),
+        lr_(lr_options(o)) {
+    if (!o.load.empty()) {
+      const LoadedCheckpoint loaded =
+          restore_checkpoint(o.load, params_, nullptr, shards_, place_.parallel.tensor.rank, place_.parallel.tensor.size);
+      optimizer_.load_state(loaded.optimizer);
+      first_step_ = loaded.step + 1;
+    }
+    // A whole parameter a tp rank holds beside rank 0 counts once in the norm.
+    for (const auto& name : pipeline_.duplicate_parameter_names()) duplicates_.insert(name);
+    if (place_.parallel.tensor.rank > 0)
+      for (const auto& [name, p] : params_)
+        if (!shards_.count(name)) duplicates_.insert(name);
+    if (place_.world_rank == 0 && !o.metrics.empty()) {
+      // A resumed run rewrites what a longer earlier run wrote past the loaded step.
+      if (first_step_ > 1) keep_metrics_through(o.metrics, first_step_ - 1);
+      metrics_ = std::make_unique<MetricsWriter>(o.metrics, first_step_ > 1);
+    }
+    if (tracing()) {
+      clock_offset_us_ = clock_offset_us(pg);
+      pipeline_.executor().set_trace(&trace_);
+    }
   }
 
-  // False when the job is to stop: a save failed (every rank agrees on that) with
-  // --save-failures stop. The rank that failed says why in one line and exits non-zero.
-  // The first replica's pipeline writes (the replicas hold the same values),
-  // its tp groups' first ranks the whole tensors (Place::writes).
-  auto save = [&](std::int64_t step) {
-    const bool inject = o.fault.kind == "nospace" && o.fault.rank == at.world_rank && o.fault.step == step;
-    if (inject)
-      set_checkpoint_write_fault([](const std::string& file, std::size_t offset, std::size_t size) {
-        return file.size() > 7 && file.compare(file.size() - 7, 7, ".pt.tmp") == 0 && offset >= size / 2 ? ENOSPC : 0;
-      });
-    auto agree = [&](bool ok) { return sum_over_pipeline(ok ? 0.0 : 1.0) == 0.0; };
-    NamedParams whole = params;
-    AdamWState state = optimizer.full_state();
-    if (at.tp) gather_whole(whole, state, shards, *at.tp);
+  std::int64_t first_step() const { return first_step_; }
+  int world_rank() const { return place_.world_rank; }
+
+  // Forward and backward of grad_accum batches, the gradients reduced and
+  // clipped, one optimizer step; then the evaluation when one is due.
+  StepOutcome step(std::int64_t step) {
+    memory::reset_peak();
+    comm::note_step(step);
+    StepOutcome out;
+    out.step = step;
+    const auto t0 = std::chrono::steady_clock::now();
+    const comm::CommCounters before = place_.pp ? place_.pp->counters() : comm::CommCounters{};
+    for (int a = 0; a < o_.grad_accum; ++a) {
+      const std::int64_t index = (step - 1) * o_.grad_accum + a;
+      const auto micros = replica_batch(task_, &Task::batch, index, pipeline_, place_);
+      trace_.clear();  // the trace keeps the last pipeline run
+      out.counters.bytes_loaded += static_cast<double>(runtime::bytes_of(micros));
+      // One average over the replicas per optimizer step, after the last accumulation.
+      const auto r = pipeline_.step(micros, a == o_.grad_accum - 1);
+      out.loss += r.loss / o_.grad_accum;
+      out.tokens += r.tokens;
+      out.bytes_broadcast += r.bytes_broadcast;
+    }
+    average_grads();
+    GradClipOptions clip;
+    clip.max_norm = o_.clip_grad;
+    out.grad_norm = clip_grad_norm(params_, clip, [&](double x) { return sum_over(place_.pp, sum_over(place_.tp, x)); },
+                                   duplicates_);
+    out.lr = lr_at(lr_, step - 1);
+    optimizer_.step(out.lr);
+    pipeline_.zero_grad();  // also the MPipe replicas, which the optimizer does not hold
+    out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (o_.eval_interval > 0 && (step % o_.eval_interval == 0 || step == o_.steps))
+      out.val_loss = evaluate(pipeline_, task_, o_.eval_iters, place_);
+    const comm::CommCounters after = place_.pp ? place_.pp->counters() : comm::CommCounters{};
+    RankStepCounters& c = out.counters;
+    c.bytes_sent = static_cast<double>(after.bytes_sent - before.bytes_sent);
+    c.bytes_received = static_cast<double>(after.bytes_received - before.bytes_received);
+    c.optimizer_state_bytes = static_cast<double>(optimizer_.state_bytes());
+    c.peak_bytes = static_cast<double>(memory::peak_bytes());
+    if (model_metrics_) c.model_values = model_metrics_();
+    // Each replica, tp and cp rank computes the model's values: its share.
+    for (double& v : c.model_values) v /= place_.replicas * place_.parallel.tensor.size * place_.parallel.context.size;
+    return out;
+  }
+
+  // The progress line on rank 0 and, with --metrics, one line of every
+  // rank's counters (collective).
+  void report(const StepOutcome& s, Progress& progress) {
+    if (place_.world_rank == 0) {
+      std::ostringstream status;
+      status.precision(4);
+      status << "loss " << s.loss;
+      if (s.val_loss) status << "  val loss " << *s.val_loss;
+      status << "  lr " << s.lr << "  " << s.ms << " ms/step  " << static_cast<long long>(s.tokens_per_s()) << " tok/s";
+      progress.update(s.step, status.str(), s.val_loss.has_value());
+    }
+    if (o_.metrics.empty()) return;
+    StepMetrics m;
+    m.step = s.step;
+    m.loss = s.loss;
+    m.step_ms = s.ms;
+    m.tokens_per_s = s.tokens_per_s();
+    m.lr = s.lr;
+    m.grad_norm = s.grad_norm;
+    m.extra["bytes_broadcast"] = static_cast<double>(s.bytes_broadcast);
+    gather_step_counters(s.counters, model_metric_names_, pg_, m);
+    if (s.val_loss) m.extra["val_loss"] = *s.val_loss;
+    if (metrics_) metrics_->write(m);
+  }
+
+  bool save_due(std::int64_t step) const {
+    return !o_.save.empty() && ((o_.save_interval > 0 && step % o_.save_interval == 0) || step == o_.steps);
+  }
+
+  // A checkpoint of `step`: the first replica's pipeline writes (the replicas
+  // hold the same values), its tp groups' first ranks the whole tensors
+  // (Place::writes). False when the job is to stop: a save failed (every
+  // rank agrees on that) with train.save_failures stop; the rank that
+  // failed throws its one line.
+  bool save(std::int64_t step) {
+    const SaveFaultScope fault(o_.fault, place_.world_rank, step);
+    auto agree = [&](bool ok) { return sum_over(place_.pp, ok ? 0.0 : 1.0) == 0.0; };
+    NamedParams whole = params_;
+    AdamWState state = optimizer_.full_state();
+    if (place_.tp) gather_whole(whole, state, shards_, *place_.tp);
     SaveOutcome r;
-    if (at.writes())
-      r = try_save_checkpoint(o.save, step, rank, o.pipeline.schedule.pp, whole, state, task.checkpoint_metadata(),
-                              agree, o.keep);
-    if (inject) set_checkpoint_write_fault(nullptr);
-    if (at.mesh) r.ok = sum_over(at.world)(r.ok ? 0.0 : 1.0) == 0.0;  // the other ranks learn the outcome
+    if (place_.writes())
+      r = try_save_checkpoint(o_.save, step, place_.stage_rank, o_.pipeline.schedule.pp, whole, state,
+                              task_.checkpoint_metadata(), agree, o_.keep);
+    if (place_.mesh) r.ok = sum_over(place_.world, r.ok ? 0.0 : 1.0) == 0.0;  // the other ranks learn the outcome
     if (r.ok) return true;
-    if (o.save_failures == "continue") {
+    if (o_.save_failures == "continue") {
       if (!r.error.empty())
-        std::cerr << "hyperpipe train: warning: " << o.name_options(r.error + "; training on (train.save_failures continue)")
-                  << std::endl;
+        std::cerr << "hyperpipe train: warning: "
+                  << o_.name_options(r.error + "; training on (train.save_failures continue)") << std::endl;
       return true;
     }
     if (!r.error.empty()) throw std::runtime_error(r.error);
     return false;
-  };
+  }
 
   // --trace / --timeline: the last pipeline run, measured.
-  const bool tracing = !o.trace.chrome.empty() || !o.trace.timeline.empty();
-  runtime::ActionTrace trace;
-  const double clock_offset = tracing ? clock_offset_us(pg) : 0;
-  if (tracing) pipeline.executor().set_trace(&trace);
+  void finish() {
+    if (tracing()) write_measured_trace(trace_, clock_offset_us_, pg_, pipeline_.options().schedule, o_.trace);
+  }
 
+ private:
+  // The rank's model as a pipeline; keeps what the loop needs of the model
+  // beyond its stages (shards, sequence parallelism, the model's values).
+  runtime::Pipeline build_pipeline() {
+    runtime::RankModel model = task_.build(o_.pipeline.schedule, place_.stage_rank, place_.parallel);
+    shards_ = model.tensor_parallel;
+    sequence_parallel_ = place_.parallel.tensor;
+    sequence_parallel_.sequence_parallel = model.sequence_parallel;
+    model_metric_names_ = model.metric_names;
+    model_metrics_ = model.metrics;
+    return runtime::Pipeline(o_.pipeline, place_.stage_rank, place_.pp, std::move(model), place_.average);
+  }
+
+  // Tied copies first: the reduce writes the total into every copy, which
+  // the division by the accumulated runs then scales once.
+  void average_grads() {
+    pipeline_.reduce_tied_grads();
+    model::sum_sequence_parallel_grads(params_, shards_, sequence_parallel_);
+    if (o_.grad_accum == 1) return;
+    at::NoGradGuard guard;
+    for (auto& [name, p] : params_)
+      if (p.grad().defined()) p.mutable_grad().div_(o_.grad_accum);
+  }
+
+  // x summed over g (null or one rank: x).
+  static double sum_over(comm::ProcessGroup* g, double x) {
+    if (!g || g->world_size() == 1) return x;
+    at::Tensor t = at::full({1}, x, at::kDouble);
+    g->all_reduce(t);
+    return t.item<double>();
+  }
+
+  bool tracing() const { return !o_.trace.chrome.empty() || !o_.trace.timeline.empty(); }
+
+  const TrainOptions& o_;
+  const Task& task_;
+  comm::ProcessGroup* pg_;
+  const Place place_;
+  runtime::TensorShards shards_;
+  model::TensorParallel sequence_parallel_;
+  std::vector<std::string> model_metric_names_;
+  std::function<std::vector<double>()> model_metrics_;
+  runtime::Pipeline pipeline_;
+  NamedParams params_;
+  DistributedOptimizer optimizer_;
+  const LrScheduleOptions lr_;
+  std::int64_t first_step_ = 1;
+  // Gradients are the same in every replica after the step: a norm over one
+  // pipeline (its tp groups' shards, each whole parameter once) is global.
+  std::set<std::string> duplicates_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  runtime::ActionTrace trace_;
+  double clock_offset_us_ = 0;
+};
+
+}  // namespace
+
+TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* pg) {
+  o.validate(task);
+  memory::install();  // before the model, so parameters count too
+  Trainer trainer(o, task, pg);
   TrainResult result;
-  result.first_step = first_step;
+  result.first_step = trainer.first_step();
   result.last_step = o.steps;
-  Progress progress(first_step, o.steps, o.log_interval, progress_mode_of_stdout(), std::cout);
-  for (std::int64_t step = first_step; step <= o.steps; ++step) {
-    if (o.fault.rank == at.world_rank && o.fault.step == step && o.fault.kind != "nospace") {
-      std::cerr << "rank " << at.world_rank << ": injected fault (" << o.fault.kind << ") at step " << step << std::endl;
-      if (o.fault.kind == "hang")
-        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-      if (o.fault.kind == "kill") std::raise(SIGKILL);
-      if (o.fault.kind == "stop") std::raise(SIGSTOP);  // every thread, the heartbeat's too
-      std::_Exit(17);
-    }
-    memory::reset_peak();
-    comm::note_step(step);
-    const auto t0 = std::chrono::steady_clock::now();
-    const comm::CommCounters before = at.pp ? at.pp->counters() : comm::CommCounters{};
-    double loss = 0;
-    std::int64_t tokens = 0;
-    std::uint64_t bytes_broadcast = 0;
-    std::int64_t bytes_loaded = 0;
-    for (int a = 0; a < o.grad_accum; ++a) {
-      const std::int64_t index = (step - 1) * o.grad_accum + a;
-      // One average over the replicas per optimizer step, after the last accumulation.
-      const auto micros = replica_batch(task, &Task::batch, index, pipeline, at);
-      trace.clear();
-      bytes_loaded += runtime::bytes_of(micros);
-      const auto r = pipeline.step(micros, a == o.grad_accum - 1);
-      loss += r.loss / o.grad_accum;
-      tokens += r.tokens;
-      bytes_broadcast += r.bytes_broadcast;
-    }
-    // Tied copies first: the reduce writes the total into every copy, which
-    // the division then scales once.
-    pipeline.reduce_tied_grads();
-    model::sum_sequence_parallel_grads(params, shards, sequence_parallel);
-    if (o.grad_accum > 1) {
-      at::NoGradGuard guard;
-      for (auto& [name, p] : params)
-        if (p.grad().defined()) p.mutable_grad().div_(o.grad_accum);
-    }
-    GradClipOptions clip;
-    clip.max_norm = o.clip_grad;
-    const double norm = clip_grad_norm(params, clip, sum_over_model, duplicates);
-    const double lr = lr_at(lr_opts, step - 1);
-    optimizer.step(lr);
-    pipeline.zero_grad();  // also the MPipe replicas, which the optimizer does not hold
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    result.losses.push_back(loss);
-    std::optional<double> val_loss;
-    if (o.eval_interval > 0 && (step % o.eval_interval == 0 || step == o.steps)) {
-      val_loss = evaluate(pipeline, task, o.eval_iters, at);
-      result.eval_losses.emplace_back(step, *val_loss);
-    }
-    const double tps = tokens / (ms / 1000.0);
-    if (at.world_rank == 0) {
-      std::ostringstream status;
-      status.precision(4);
-      status << "loss " << loss;
-      if (val_loss) status << "  val loss " << *val_loss;
-      status << "  lr " << lr << "  " << ms << " ms/step  " << static_cast<long long>(tps) << " tok/s";
-      progress.update(step, status.str(), val_loss.has_value());
-    }
-    // Pipeline traffic, the optimizer state kept, the model's values (averaged
-    // over the replicas), each rank's peak tensor bytes and the data bytes it
-    // loaded, gathered in one collective, only for --metrics.
-    if (!o.metrics.empty()) {
-      const comm::CommCounters after = at.pp ? at.pp->counters() : comm::CommCounters{};
-      std::vector<double> mine = model_metrics ? model_metrics() : std::vector<double>();
-      mine.resize(model_metric_names.size(), 0.0);
-      for (double& v : mine) v /= at.replicas * tp_size * at.parallel.context.size;
-      mine.insert(mine.begin(), {static_cast<double>(after.bytes_sent - before.bytes_sent),
-                                 static_cast<double>(after.bytes_received - before.bytes_received),
-                                 static_cast<double>(optimizer.state_bytes()),
-                                 static_cast<double>(memory::peak_bytes()),
-                                 static_cast<double>(bytes_loaded)});
-      const auto rows = comm::all_gather_rows(pg, mine);
-      std::vector<double> sums(mine.size(), 0.0);
-      for (const auto& row : rows)
-        for (size_t i = 0; i < row.size(); ++i) sums[i] += row[i];
-      if (metrics) {
-        StepMetrics m;
-        m.step = step;
-        m.loss = loss;
-        m.step_ms = ms;
-        m.tokens_per_s = tps;
-        m.lr = lr;
-        m.grad_norm = norm;
-        m.extra["bytes_broadcast"] = static_cast<double>(bytes_broadcast);
-        m.extra["bytes_sent"] = sums[0];
-        m.extra["bytes_received"] = sums[1];
-        m.extra["optimizer_state_bytes"] = sums[2];  // of every rank
-        for (const auto& [name, column] : {std::pair{"peak_bytes", 3}, {"bytes_loaded", 4}})
-          for (const auto& row : rows) m.per_rank[name].push_back(row[column]);
-        for (size_t i = 0; i < model_metric_names.size(); ++i) m.extra[model_metric_names[i]] = sums[5 + i];
-        if (val_loss) m.extra["val_loss"] = *val_loss;
-        metrics->write(m);
-      }
-    }
-    if (!o.save.empty() && ((o.save_interval > 0 && step % o.save_interval == 0) || step == o.steps) && !save(step)) {
+  Progress progress(result.first_step, o.steps, o.log_interval, progress_mode_of_stdout(), std::cout);
+  for (std::int64_t step = result.first_step; step <= o.steps; ++step) {
+    inject_step_fault(o.fault, trainer.world_rank(), step);
+    const StepOutcome s = trainer.step(step);
+    result.losses.push_back(s.loss);
+    if (s.val_loss) result.eval_losses.emplace_back(step, *s.val_loss);
+    trainer.report(s, progress);
+    if (trainer.save_due(step) && !trainer.save(step)) {
       result.last_step = step;
       break;
     }
   }
-  if (tracing) write_measured_trace(trace, clock_offset, pg, pipeline.options().schedule, o.trace);
+  trainer.finish();
   return result;
 }
 

@@ -19,6 +19,7 @@
 #include "train/measured_trace.hpp"
 #include "train/adamw.hpp"
 #include "train/checkpoint.hpp"
+#include "train/fault_injection.hpp"
 #include "train/task.hpp"
 #include "train/lr_schedule.hpp"
 
@@ -27,17 +28,6 @@ class ProcessGroup;
 }
 
 namespace hp::train {
-
-// Makes one rank fail on purpose at the start of a step, so the job's fault
-// handling (peers time out or see the dead connection, the launcher names the
-// rank) can be exercised: "exit" ends the process with code 17, "hang" blocks
-// it forever, "nospace" makes that rank's checkpoint writes at that step fail
-// with ENOSPC halfway through the shard (a full disk).
-struct FaultInjection {
-  int rank = -1;  // -1: none
-  std::int64_t step = 0;
-  std::string kind = "exit";  // exit | hang | kill | stop (raise SIGKILL / SIGSTOP) | nospace
-};
 
 // The defaults are what `hyperpipe train` runs with no flags: a small model,
 // interleaved 1F1B with 2 chunks per rank and 8 micro-batches, about a minute
