@@ -22,6 +22,7 @@
 #include "model/vision_config.hpp"
 #include "runtime/tensor_memory.hpp"
 #include "train/lm_data.hpp"
+#include "train/memory_estimate.hpp"
 #include "train/place.hpp"
 #include "train/progress.hpp"
 
@@ -106,7 +107,13 @@ void validate(const BenchArgs& a, int world) {
     throw std::invalid_argument("--comm times messages between ranks: give --nproc 2 or more");
   const bench::BenchOptions o = bench_options(a);
   const auto task = bench_task(a);
-  for (const auto& name : split(a.values.schedules)) bench::row_options(o, name, world, *task);
+  for (const auto& name : split(a.values.schedules)) {
+    // A model too large for the machine, refused now (no-pipelining: rank 0 holds it alone).
+    const schedule::ScheduleOptions layout = bench::row_options(o, name, world, *task).schedule;
+    if (const auto estimate = task->memory_estimate(layout))
+      if (const auto available = train::available_memory_bytes())
+        train::check_memory_fits(*estimate, layout.pp == 1 ? 1 : world, *available, false);
+  }
 }
 
 // --profile-ops: every rank's table in turn.

@@ -60,6 +60,7 @@ enum class DType : std::uint8_t { Float32, Float64 };
 
 std::string_view dtype_name(DType d);                         // "float32", "float64"
 std::optional<DType> dtype_from_name(std::string_view name);  // also accepts "fp32"/"fp64"
+inline double dtype_bytes(DType d) { return d == DType::Float64 ? 8 : 4; }  // bytes an element
 
 // Contract: after validate() succeeds, every derived quantity below is positive
 // and hidden_size % num_attention_heads == 0. Construction never validates, so a

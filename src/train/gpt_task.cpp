@@ -6,8 +6,6 @@
 #include <stdexcept>
 
 #include "model/partition.hpp"
-#include "schedule/generate.hpp"
-#include "schedule/simulate.hpp"
 #include "train/checkpoint.hpp"
 
 namespace hp::train {
@@ -56,41 +54,32 @@ std::vector<runtime::MicroBatch> GptTask::eval_batch(std::int64_t index, int mic
 
 bool GptTask::has_eval_data() const { return data_.has_eval_data(); }
 
-std::optional<MemoryEstimate> GptTask::memory_estimate(const schedule::ScheduleOptions& layout) const {
-  const model::TransformerConfig& m = options_.model;
-  const model::Partition partition = model::gpt_partition(stages(), layout);
+std::vector<StageFootprint> gpt_footprints(const model::TransformerConfig& m, const model::Partition& partition,
+                                           double rows, double seq) {
   const double h = m.hidden_size, v = m.vocab_size, f = m.ffn_hidden(), n = m.residual_streams();
   const double tp = m.tensor_parallel.size, cp = m.context_parallel.size;
   const double hc = m.enable_mhc_connections ? 2 * ((n * n + 2 * n) * (n * h + 1) + 3) : 0;
   const double layer = (4 * h * h + 4 * h + 2 * h * f + f + h) / tp + 4 * h + hc;
   const double embedding = v * h / tp;
   const double mtp = m.mtp_num_layers * (layer + 2 * h * h + 4 * h);
-  double largest = 0;
-  int chunk_layers = 0;
-  for (int r = 0; r < layout.pp; ++r) {
-    double params = 0;
-    for (int c = 0; c < layout.vpp; ++c) {
-      const int s = layout.stage_of(r, c);
-      params += partition.count(s) * layer;
-      chunk_layers = std::max(chunk_layers, partition.count(s));
-      if (s == 0) params += embedding + m.max_seq_len * h;
-      if (s == partition.num_stages() - 1) params += 2 * h + embedding + mtp;
-    }
-    largest = std::max(largest, params);
+  const double per_layer = transformer_layer_activation_bytes(seq / cp, rows, h, m.num_attention_heads, n, tp,
+                                                              model::dtype_bytes(m.dtype));
+  std::vector<StageFootprint> footprints(partition.num_stages());
+  for (int s = 0; s < partition.num_stages(); ++s) {
+    StageFootprint& fp = footprints[s];
+    fp.parameters = partition.count(s) * layer;
+    if (s == 0) fp.parameters += embedding + m.max_seq_len * h;
+    if (s == partition.num_stages() - 1) fp.parameters += 2 * h + embedding + mtp;
+    fp.activation_bytes = partition.count(s) * per_layer;
   }
-  const double element = m.dtype == model::DType::Float64 ? 8 : 4;
-  int peak = 0;
-  for (const auto& rank : schedule::simulate(schedule::generate(layout), schedule::CostModel{}).ranks)
-    peak = std::max(peak, rank.peak_activations);
-  // Megatron-LM's bytes kept per layer for backward at 2 bytes an element, with tensor parallelism.
-  const double s = m.max_seq_len / cp, b = options_.data.micro_batch_size, a = m.num_attention_heads;
-  const double per_layer = s * b * h * (10 * n + 24 / tp + 5 * a * s / (h * tp)) * element / 2;
-  MemoryEstimate e;
-  e.parameters = largest * element;
-  e.gradients = e.parameters;
-  e.optimizer = 2 * e.parameters;
-  e.activations = peak * chunk_layers * per_layer;
-  return e;
+  return footprints;
+}
+
+std::optional<MemoryEstimate> GptTask::memory_estimate(const schedule::ScheduleOptions& layout) const {
+  const model::TransformerConfig& m = options_.model;
+  return estimate_memory(gpt_footprints(m, model::gpt_partition(stages(), layout), options_.data.micro_batch_size,
+                                        m.max_seq_len),
+                         layout, model::dtype_bytes(m.dtype));
 }
 
 std::string GptTask::checkpoint_metadata() const { return gpt_checkpoint_metadata(options_.model); }

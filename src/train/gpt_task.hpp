@@ -44,6 +44,12 @@ class GptTask : public Task {
 // The GPT's shape as a checkpoint records it (JSON text), without the layout.
 std::string gpt_checkpoint_metadata(const model::TransformerConfig& model);
 
+// What each global stage of a GPT split by `partition` holds on its rank
+// (train/memory_estimate.hpp), at micro-batches of `rows` sequences of `seq`
+// positions. A VL model's text body is one too.
+std::vector<StageFootprint> gpt_footprints(const model::TransformerConfig& model, const model::Partition& partition,
+                                           double rows, double seq);
+
 struct CheckpointInfo;
 // The GPT a checkpoint holds, back from its metadata; the position table
 // gives max_seq_len and the word embedding the dtype. Throws

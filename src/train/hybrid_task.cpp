@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "model/hybrid_pattern.hpp"
 #include "train/checkpoint.hpp"
 #include "train/gpt_task.hpp"
 
@@ -24,6 +25,86 @@ void HybridTask::validate(const schedule::ScheduleOptions& layout) const {
   data_.validate(options_.model.base.vocab_size, options_.model.base.max_seq_len,
                  model::HybridPattern::parse(options_.model.pattern).mtp_depth);
   model::check_hybrid_layout(stages(), layout);
+}
+
+namespace {
+
+// One layer's parameters (elements of a tp rank's share) and the elements it
+// keeps for backward per micro-batch of `tokens` positions, by kind.
+struct HybridLayerFootprint {
+  double parameters = 0, activations = 0;
+};
+
+HybridLayerFootprint hybrid_layer_footprint(const model::HybridConfig& c, model::LayerKind kind, double tokens) {
+  const model::TransformerConfig& m = c.base;
+  const double h = m.hidden_size, f = m.ffn_hidden(), n = m.residual_streams(), tp = m.tensor_parallel.size;
+  const double a = m.num_attention_heads, s = m.max_seq_len;
+  const double mlp = (2 * h * f + f + h) / tp, mlp_kept = 19.0 / 2 * tokens * h * (f / (4 * h)) / tp;
+  HybridLayerFootprint l;
+  l.parameters = 2 * h + (m.enable_mhc_connections ? (n * n + 2 * n) * (n * h + 1) + 3 : 0);  // norm, mHC
+  l.activations = 5 * n * tokens * h;  // the residual streams around the sublayer and its norm
+  switch (kind) {
+    case model::LayerKind::Mamba: {
+      const double inner = c.mamba.expand * h, r = static_cast<int>((m.hidden_size + 15) / 16);
+      const double state = c.mamba.state_size, kernel = c.mamba.conv_kernel;
+      l.parameters += (h * 2 * inner + inner * (kernel + 1) + inner * (r + 2 * state) + r * inner + inner +
+                       inner * state + inner + inner * h) / tp;
+      // in_proj's output, the convolution's, x_proj's and dt's, the scan's states, its output.
+      l.activations += tokens * (2 * inner + inner + r + 2 * state + inner + inner * state + inner) / tp;
+      break;
+    }
+    case model::LayerKind::Attention:
+      l.parameters += (4 * h * h + 4 * h) / tp;
+      l.activations += (11 * tokens * h + 5 * a * s * tokens) / 2 / tp;
+      break;
+    case model::LayerKind::MLP:
+      l.parameters += mlp;
+      l.activations += mlp_kept;
+      break;
+    case model::LayerKind::MoE:
+      l.parameters += h * c.moe.num_experts + c.moe.num_experts * mlp;
+      l.activations += c.moe.top_k * mlp_kept + tokens * c.moe.num_experts;
+      break;
+  }
+  return l;
+}
+
+}  // namespace
+
+std::optional<MemoryEstimate> HybridTask::memory_estimate(const schedule::ScheduleOptions& layout) const {
+  const model::HybridConfig& c = options_.model;
+  const model::TransformerConfig& m = c.base;
+  const model::HybridPattern pattern = model::HybridPattern::parse(c.pattern);
+  const std::vector<int> counts = pattern.stage_layer_counts(layout.pp, layout.vpp);
+  const double h = m.hidden_size, n = m.residual_streams(), tp = m.tensor_parallel.size;
+  const double tokens = static_cast<double>(options_.data.micro_batch_size) * m.max_seq_len;
+  const double element = model::dtype_bytes(m.dtype), embedding = m.vocab_size * h / tp;
+  const double contraction = m.enable_mhc_connections ? n * h + n + 1 : 0;
+  std::vector<StageFootprint> footprints(counts.size());
+  int layer = 0;
+  for (std::size_t s = 0; s < counts.size(); ++s) {
+    StageFootprint& fp = footprints[s];
+    for (int i = 0; i < counts[s]; ++i, ++layer) {
+      const HybridLayerFootprint l = hybrid_layer_footprint(c, pattern.layers[layer], tokens);
+      fp.parameters += l.parameters;
+      fp.activation_bytes += l.activations * element;
+    }
+    if (s == 0) fp.parameters += embedding + m.max_seq_len * h;
+    if (s + 1 < counts.size()) continue;
+    fp.parameters += contraction + 2 * h + embedding;  // the final contraction and norm, the LM head
+    if (pattern.mtp_depth == 0) continue;
+    double depth = 4 * h + 2 * h * h + contraction;  // its norms, projection and contraction
+    for (model::LayerKind kind : pattern.mtp_layers) {
+      const HybridLayerFootprint l = hybrid_layer_footprint(c, kind, tokens);
+      depth += l.parameters;
+      fp.activation_bytes += pattern.mtp_depth * l.activations * element;
+    }
+    // The MTP's word embedding: the first stage's own where the model is one stage.
+    fp.parameters += (s > 0 ? embedding : 0) + pattern.mtp_depth * depth;
+  }
+  MemoryEstimate e = estimate_memory(footprints, layout, element);
+  e.sized_by = "model.hybrid_pattern, model.hidden_size, model.moe_num_experts, model.mamba_state_size, model.vocab_size";
+  return e;
 }
 
 runtime::RankModel HybridTask::build(const schedule::ScheduleOptions& layout, int rank,

@@ -26,6 +26,7 @@ class HybridTask : public Task {
   std::vector<runtime::MicroBatch> batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
   std::vector<runtime::MicroBatch> eval_batch(std::int64_t index, int micro_batches, const runtime::Reads& reads) const override;
   bool has_eval_data() const override;
+  std::optional<MemoryEstimate> memory_estimate(const schedule::ScheduleOptions& layout) const override;
   std::string checkpoint_metadata() const override;
   std::string describe() const override;
 

@@ -13,6 +13,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+namespace hp::schedule {
+struct ScheduleOptions;
+}
 
 namespace hp::train {
 
@@ -21,10 +26,34 @@ struct MemoryEstimate {
   double gradients = 0;
   double optimizer = 0;    // AdamW's exp_avg and exp_avg_sq
   double activations = 0;  // at the schedule's peak
+  // The options that size the model, named in a refusal.
+  std::string sized_by = "model.num_layers, model.hidden_size, model.vocab_size";
   double per_rank() const { return parameters + gradients + optimizer + activations; }
   // "3.2 GiB per rank (parameters 0.8, gradients 0.8, optimizer 1.6, activations 0.1 GiB)"
   std::string describe() const;
 };
+
+// What one global stage holds on its rank: its parameters (elements of
+// this rank's tensor-parallel share) and the bytes of activations one
+// micro-batch of it keeps for backward.
+struct StageFootprint {
+  double parameters = 0;
+  double activation_bytes = 0;
+};
+
+// The largest rank of `layout`: its stages' parameters (plus `replicated`
+// elements every rank holds, MPipe's preprocess replicas), as many
+// gradients, AdamW's two moments, and activations at the schedule's peak
+// count of held micro-batches (simulated at unit costs) times the largest
+// stage's. `stages` is indexed by global stage.
+MemoryEstimate estimate_memory(const std::vector<StageFootprint>& stages, const schedule::ScheduleOptions& layout,
+                               double element_bytes, double replicated = 0);
+
+// Megatron-LM's bytes one transformer layer keeps for backward, s b h (34 +
+// 5 a s / h) at 2 bytes an element, scaled to `element_bytes`, with tensor
+// parallelism and `streams` residual streams: s b h (10 n + 24 / tp + 5 a s / (h tp)).
+double transformer_layer_activation_bytes(double seq, double batch, double hidden, double heads, double streams,
+                                          double tp, double element_bytes);
 
 // The bytes of memory the OS can still give (MemAvailable of /proc/meminfo),
 // or nullopt where that is unknown.
@@ -32,7 +61,7 @@ std::optional<double> available_memory_bytes();
 
 // Throws std::invalid_argument in one line when `ranks` ranks of this estimate
 // do not fit in `available` bytes: the estimate, what the machine has, and what
-// would help.
-void check_memory_fits(const MemoryEstimate& estimate, int ranks, double available);
+// would help (train.distributed_optimizer too where the command has it).
+void check_memory_fits(const MemoryEstimate& estimate, int ranks, double available, bool can_shard_optimizer = true);
 
 }  // namespace hp::train

@@ -38,6 +38,29 @@ void VlTask::validate(const schedule::ScheduleOptions& layout) const {
   model::check_vl_layout(stages(), layout);
 }
 
+std::optional<MemoryEstimate> VlTask::memory_estimate(const schedule::ScheduleOptions& layout) const {
+  const model::VLStagesOptions o = stages();
+  const model::TransformerConfig& text = o.text.config;
+  const model::VisionConfig& v = o.vision;
+  const double rows = options_.micro_batch_size, patches = v.num_patches(), dv = v.hidden_size;
+  const double fv = v.ffn_hidden_size > 0 ? v.ffn_hidden_size : 4 * dv, element = model::dtype_bytes(text.dtype);
+  std::vector<StageFootprint> footprints =
+      gpt_footprints(text, model::gpt_partition(o.text, layout), rows, patches + o.text.seq_len);
+  // The tower: blocks [0, T) with the patch embedding in MPipe's preprocess,
+  // which every rank holds; the rest and the projector on stage 0.
+  const double block = 4 * dv * dv + 4 * dv + 2 * dv * fv + fv + dv + 4 * dv;
+  const double patch_embed = v.kChannels * v.patch_size * v.patch_size * dv + dv + patches * dv;
+  const double projector = 2 * dv + dv * text.hidden_size + text.hidden_size;
+  const int t = layout.kind == schedule::ScheduleKind::MPipe ? layout.transposed_layers() : 0;
+  const double replicated = t > 0 ? t * block + patch_embed + (t == v.num_layers ? projector : 0) : 0;
+  footprints[0].parameters += (v.num_layers - t) * block + (t == 0 ? patch_embed : 0) + (t < v.num_layers ? projector : 0);
+  footprints[0].activation_bytes +=
+      v.num_layers * transformer_layer_activation_bytes(patches, rows, dv, v.num_attention_heads, 1, 1, element);
+  MemoryEstimate e = estimate_memory(footprints, layout, element, replicated);
+  e.sized_by = "model.num_layers, model.hidden_size, vision.num_layers, vision.hidden_size, vision.image_size";
+  return e;
+}
+
 runtime::RankModel VlTask::build(const schedule::ScheduleOptions& layout, int rank,
                                  const model::ModelParallel&) const {
   return model::build_vl_stages(stages(), layout, rank);

@@ -274,6 +274,14 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
                "--sequence-parallel: a Hybrid model's Mamba mixers scan the whole sequence");
   expect_error("train --tp 0", "--tp must be >= 1, got 0");
   expect_error("train --layers 64 --hidden 8192 --heads 64", "the model needs about 195 GiB per rank (parameters 48");
+  // Every family estimates its own, and names the flags that size it (24 GiB on the CI machine).
+  expect_error("train --model hybrid --moe-experts 512 --hidden 1024 --heads 8 --nproc 2 --schedule 1f1b",
+               "the model needs about 64 GiB per rank (parameters 16");
+  expect_error("bench --model hybrid --moe-experts 512 --hidden 1024 --heads 8 --nproc 2 --schedules 1f1b",
+               "use a smaller model (--hybrid-pattern, --hidden, --moe-experts, --mamba-state, --vocab), fewer or "
+               "smaller micro-batches or more machines");
+  expect_error("train --model vl --vision-layers 24 --vision-hidden 2048 --vision-heads 8 --image-size 256 --patch-size 8",
+               "use a smaller model (--layers, --hidden, --vision-layers, --vision-hidden, --image-size)");
   expect_error("train --mb 2147483647", "--mb 2147483647 x --nproc 4 x --vpp 2 forwards a step is more than 10000000");
   expect_error("train --data text:/dev/zero", "--data /dev/zero: not a regular file");
   expect_error("train --sequence-parallel", "--sequence-parallel needs --tp > 1");
