@@ -29,14 +29,13 @@
 #include "comm/mesh.hpp"
 #include "comm/p2p.hpp"
 #include "comm/process_group.hpp"
+#include "rank_program.hpp"
 
 using namespace hp::comm;
+using hp::testing::check;
+using hp::testing::say;
 
 namespace {
-
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error("check failed: " + what);
-}
 
 void check_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
   check(got.defined(), what + ": undefined tensor");
@@ -45,11 +44,6 @@ void check_equal(const at::Tensor& got, const at::Tensor& want, const std::strin
             std::string(c10::toString(want.scalar_type())));
   check(got.sizes() == want.sizes(), what + ": shape differs");
   check(at::equal(got, want), what + ": values differ");
-}
-
-void say(int rank, const std::string& s) {
-  std::printf("rank %d: %s\n", rank, s.c_str());
-  std::fflush(stdout);
 }
 
 // Distinct values per (rank, micro, kind) so any mix-up is visible.
@@ -455,33 +449,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string name = names.front();
-  int rank = -1;
-  try {
+  return hp::testing::run_rank([&](int* rank_out) {
+    int& rank = *rank_out;
     DistEnv env = DistEnv::from_environment();
     rank = env.rank;
     at::set_num_threads(1);
-    ProcessGroupOptions opts;
-    const char* t = std::getenv("HP_TIMEOUT_S");
-    opts.timeout = std::chrono::milliseconds(static_cast<long>(1000 * (t ? std::atof(t) : 20.0)));
     if (name == "no_show" && rank == env.world_size - 1) {
       say(rank, "not joining");
       return 0;
     }
     if (name == "late_master" && rank == 0) join_last(env);
-    ProcessGroup pg = ProcessGroup::create(env, opts);
+    ProcessGroup pg = ProcessGroup::create(env, hp::testing::rank_group_options());
     P2P p2p(pg);
     for (const std::string& n : names) {
       scenarios().at(n)(pg, p2p);
       say(rank, n + " ok");
     }
     return 0;
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what_without_backtrace());
-    std::fflush(stderr);
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what());
-    std::fflush(stderr);
-    return 1;
-  }
+  });
 }

@@ -28,19 +28,13 @@
 #include "comm/dist_env.hpp"
 #include "comm/heartbeat.hpp"
 #include "comm/process_group.hpp"
+#include "rank_program.hpp"
 
 using namespace hp::comm;
+using hp::testing::check;
+using hp::testing::say;
 
 namespace {
-
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error("check failed: " + what);
-}
-
-void say(int rank, const std::string& s) {
-  std::printf("rank %d: %s\n", rank, s.c_str());
-  std::fflush(stdout);
-}
 
 // A survey's text as it came (its lines start "rank R: " or "  rank R ").
 void print_survey(const std::string& text) {
@@ -200,25 +194,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string name = argv[1];
-  int rank = -1;
-  try {
+  return hp::testing::run_rank([&](int* rank_out) {
+    int& rank = *rank_out;
     DistEnv env = DistEnv::from_environment();
     rank = env.rank;
     at::set_num_threads(1);
-    ProcessGroupOptions opts;
-    const char* t = std::getenv("HP_TIMEOUT_S");
-    opts.timeout = std::chrono::milliseconds(static_cast<long>(1000 * (t ? std::atof(t) : 20.0)));
-    ProcessGroup pg = ProcessGroup::create(env, opts);
+    ProcessGroup pg = ProcessGroup::create(env, hp::testing::rank_group_options());
     scenarios().at(name)(pg);
     say(rank, name + " ok");
     return 0;
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what_without_backtrace());
-    std::fflush(stderr);
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what());
-    std::fflush(stderr);
-    return 1;
-  }
+  });
 }

@@ -21,6 +21,7 @@
 
 #include "comm/dist_env.hpp"
 #include "comm/process_group.hpp"
+#include "rank_program.hpp"
 #include "train/adamw.hpp"
 #include "train/distributed_optimizer.hpp"
 
@@ -28,14 +29,8 @@ using namespace hp;
 
 namespace {
 
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error("check failed: " + what);
-}
-
-void say(int rank, const std::string& s) {
-  std::printf("rank %d: %s\n", rank, s.c_str());
-  std::fflush(stdout);
-}
+using hp::testing::check;
+using hp::testing::say;
 
 // Shards of uneven size at every group size: in name order
 // a 64, b 7, c 30, d 100, e 3 (float64) and f 20 (float32) elements; b and c
@@ -146,27 +141,16 @@ std::int64_t run(comm::ProcessGroup* group, const std::string& label) {
 }  // namespace
 
 int main() {
-  int rank = -1;
-  try {
+  return hp::testing::run_rank([&](int* rank_out) {
+    int& rank = *rank_out;
     const comm::DistEnv env = comm::DistEnv::from_environment();
     rank = env.rank;
     at::set_num_threads(1);
-    comm::ProcessGroupOptions opts;
-    const char* t = std::getenv("HP_TIMEOUT_S");
-    opts.timeout = std::chrono::milliseconds(static_cast<long>(1000 * (t ? std::atof(t) : 20.0)));
-    comm::ProcessGroup pg = comm::ProcessGroup::create(env, opts);
+    comm::ProcessGroup pg = comm::ProcessGroup::create(env, hp::testing::rank_group_options());
     run(nullptr, "without a group");
     const std::int64_t bytes = run(&pg, "over " + std::to_string(pg.world_size()) + " ranks");
     say(rank, "state bytes " + std::to_string(bytes));
     say(rank, "ok");
     return 0;
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what_without_backtrace());
-    std::fflush(stderr);
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what());
-    std::fflush(stderr);
-    return 1;
-  }
+  });
 }

@@ -19,6 +19,7 @@
 
 #include "comm/dist_env.hpp"
 #include "comm/process_group.hpp"
+#include "rank_program.hpp"
 #include "runtime/action_trace.hpp"
 #include "schedule/schedule.hpp"
 #include "train/measured_trace.hpp"
@@ -26,16 +27,13 @@
 using namespace hp;
 
 int main(int argc, char** argv) {
-  int rank = -1;
-  try {
+  return hp::testing::run_rank([&](int* rank_out) {
+    int& rank = *rank_out;
     if (argc != 2) throw std::invalid_argument("usage: measured_trace_worker FILE");
     const comm::DistEnv env = comm::DistEnv::from_environment();
     rank = env.rank;
     at::set_num_threads(1);
-    comm::ProcessGroupOptions opts;
-    const char* t = std::getenv("HP_TIMEOUT_S");
-    opts.timeout = std::chrono::milliseconds(static_cast<long>(1000 * (t ? std::atof(t) : 20.0)));
-    comm::ProcessGroup pg = comm::ProcessGroup::create(env, opts);
+    comm::ProcessGroup pg = comm::ProcessGroup::create(env, hp::testing::rank_group_options());
     const double offset = train::clock_offset_us(&pg);
     if (rank == 0 && offset != 0) throw std::runtime_error("rank 0's clock offset is " + std::to_string(offset));
     if (!std::isfinite(offset)) throw std::runtime_error("clock offset " + std::to_string(offset));
@@ -56,8 +54,5 @@ int main(int argc, char** argv) {
     train::write_measured_trace(trace, 250.0 * rank, &pg, layout, out);
     std::printf("rank %d: ok\n", rank);
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, e.what());
-    return 1;
-  }
+  });
 }
