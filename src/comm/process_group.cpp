@@ -2,38 +2,23 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/version.h>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <functional>
-#include <optional>
 #include <sstream>
 #include <stdexcept>
 
 #include "comm/error_text.hpp"
-#include "comm/heartbeat.hpp"
+#include "comm/gloo_work.hpp"
+#include "comm/group_state.hpp"
+#include "comm/op_error.hpp"
 #include "comm/rendezvous.hpp"
 
-// LibTorch version differences are confined to this block.
-//  - The work handle is c10d::Work from 1.13 on (c10d::ProcessGroup::Work before).
-//  - ProcessGroupGloo derives from c10d::ProcessGroup in 1.x and from c10d::Backend
-//    in 2.x; this file only names ProcessGroupGloo itself and its nested Options,
-//    whose create(timeout), devices and threads exist in both.
-#if TORCH_VERSION_MAJOR > 1 || (TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR >= 13)
-using C10dWork = c10d::Work;
-#else
-using C10dWork = c10d::ProcessGroup::Work;
-#endif
-
 namespace hp::comm {
-
-using Ms = std::chrono::milliseconds;
-
 namespace {
 
 std::string dtype_name(const at::Tensor& t) { return std::string(c10::toString(t.scalar_type())); }
@@ -59,160 +44,6 @@ std::string reduce_op_name(ReduceOp op) {
   }
   return "?";
 }
-
-// State shared by the group and its outstanding Work objects (so a Work may
-// outlive the ProcessGroup object without dangling).
-struct Shared {
-  DistEnv env;  // a subgroup's: rank and world_size within the group
-  // Global rank of each member (what messages name); empty for the job's group.
-  std::vector<int> members;
-  std::string name;  // a subgroup's name, for messages
-  std::shared_ptr<::gloo::transport::Device> device;  // shared by the job's subgroups
-  int gloo_threads = 2;
-  Ms timeout{};
-  int store_port = 0;
-  c10::intrusive_ptr<c10d::Store> store;  // keeps rank 0's server alive
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
-  std::atomic<std::uint64_t> bytes_sent{0};
-  std::atomic<std::uint64_t> bytes_received{0};
-  std::atomic<std::uint64_t> messages_sent{0};
-  std::atomic<std::uint64_t> messages_received{0};
-  std::atomic<std::uint64_t> all_reduces{0};
-  std::atomic<std::uint64_t> all_reduce_bytes{0};
-  std::atomic<std::uint64_t> all_reduce_ns{0};
-};
-
-namespace {
-
-// What an operation is, for error messages.
-struct OpInfo {
-  std::string op;     // "send", "recv", "broadcast", "all_reduce", "barrier"
-  int peer = -1;      // p2p only
-  int tag = -1;       // p2p only
-  std::string label;  // p2p: optional message name; collectives: the description
-};
-
-std::string describe(const OpInfo& info) {
-  std::ostringstream os;
-  if (info.peer >= 0) {
-    os << info.op;
-    if (!info.label.empty()) os << " " << info.label;
-    os << (info.op == "send" ? " to rank " : " from rank ") << info.peer << " (tag " << info.tag << ")";
-  } else {
-    os << info.label;
-  }
-  return os.str();
-}
-
-int global_of(const Shared& sh, int rank) {
-  return sh.members.empty() || rank < 0 ? rank : sh.members.at(static_cast<size_t>(rank));
-}
-
-// " of the dp group [1, 3]" for a subgroup, "" for the job's group.
-std::string group_suffix(const Shared& sh) {
-  if (sh.members.empty()) return "";
-  std::ostringstream os;
-  os << " of the " << sh.name << " group [";
-  for (size_t i = 0; i < sh.members.size(); ++i) os << (i ? ", " : "") << sh.members[i];
-  os << "]";
-  return os.str();
-}
-
-CommError make_error(const Shared& sh, OpInfo info, const std::string& transport_message, bool timed_out) {
-  // Messages name global ranks, as the launcher does.
-  info.peer = global_of(sh, info.peer);
-  std::ostringstream os;
-  os << "rank " << global_of(sh, sh.env.rank) << ": " << describe(info) << group_suffix(sh);
-  if (timed_out) {
-    os << " timed out after " << format_duration(sh.timeout) << "; ";
-    if (info.peer >= 0) {
-      os << "is rank " << info.peer << " alive?";
-    } else {
-      os << "are all " << sh.env.world_size << " ranks" << group_suffix(sh) << " alive and calling it in the same order?";
-    }
-  } else {
-    os << " failed: " << transport_message;
-    if (looks_like_peer_gone(transport_message)) {
-      if (info.peer >= 0) {
-        os << " (did rank " << info.peer << " exit or crash?)";
-      } else {
-        os << " (did another rank exit or crash?)";
-      }
-    }
-  }
-  return CommError(os.str(), global_of(sh, sh.env.rank), info.peer, info.op, info.tag, timed_out);
-}
-
-// One c10d work object plus what must live until it is waited, and what to do
-// after it succeeded (copy a staging buffer back, count bytes).
-class GlooWork final : public detail::WorkImpl {
- public:
-  enum class Count { None, Sent, Received };
-
-  GlooWork(std::shared_ptr<Shared> sh, c10::intrusive_ptr<C10dWork> work, OpInfo info,
-           std::vector<at::Tensor> keep_alive, std::function<void()> on_success, at::Tensor result,
-           std::uint64_t nbytes, Count count)
-      : sh_(std::move(sh)), work_(std::move(work)), info_(std::move(info)), keep_(std::move(keep_alive)),
-        on_success_(std::move(on_success)), result_(std::move(result)), nbytes_(nbytes), count_(count) {}
-
-  void wait() override {
-    if (done_) {
-      if (error_) std::rethrow_exception(error_);
-      return;
-    }
-    bool ok = false;
-    std::string message;
-    std::optional<detail::WaitNote> note;
-    if (detail::WaitNote::wanted()) {
-      note.emplace([this] {
-        OpInfo noted = info_;
-        noted.peer = global_of(*sh_, noted.peer);
-        return describe(noted) + group_suffix(*sh_);
-      });
-    }
-    try {
-      ok = work_->wait(sh_->timeout);
-      if (!ok) message = "the operation was aborted";
-    } catch (const std::exception& e) {
-      message = clean_message(e);
-    }
-    done_ = true;
-    if (!ok) {
-      // keep_ stays alive: after a timeout the transport may still touch it.
-      error_ = std::make_exception_ptr(make_error(*sh_, info_, message, looks_like_timeout(message)));
-      std::rethrow_exception(error_);
-    }
-    if (on_success_) on_success_();
-    if (count_ == Count::Sent) {
-      sh_->bytes_sent += nbytes_;
-      sh_->messages_sent += 1;
-    } else if (count_ == Count::Received) {
-      sh_->bytes_received += nbytes_;
-      sh_->messages_received += 1;
-    }
-    keep_.clear();
-    on_success_ = nullptr;
-    work_.reset();
-  }
-
-  bool is_completed() override { return done_ || (work_ && work_->isCompleted()); }
-
-  at::Tensor tensor() const override { return done_ && !error_ ? result_ : at::Tensor(); }
-
- private:
-  std::shared_ptr<Shared> sh_;
-  c10::intrusive_ptr<C10dWork> work_;
-  OpInfo info_;
-  std::vector<at::Tensor> keep_;
-  std::function<void()> on_success_;
-  at::Tensor result_;
-  std::uint64_t nbytes_;
-  Count count_;
-  bool done_ = false;
-  std::exception_ptr error_;
-};
-
-}  // namespace
 
 struct ProcessGroup::Impl {
   std::shared_ptr<Shared> sh;

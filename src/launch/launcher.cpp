@@ -4,28 +4,24 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "launch/console.hpp"
-
-extern char** environ;
+#include "launch/exec_env.hpp"
+#include "launch/signal_guard.hpp"
+#include "launch/store_dir.hpp"
 
 namespace hp::launch {
 
@@ -59,71 +55,6 @@ int pick_free_port(const std::string& addr) {
 }
 
 namespace {
-
-volatile std::sig_atomic_t g_signal = 0;
-int g_wake_fd = -1;  // write end of the self-pipe
-
-extern "C" void launcher_on_signal(int sig) {
-  g_signal = sig;
-  if (g_wake_fd >= 0) {
-    int saved = errno;
-    char c = 1;
-    [[maybe_unused]] ssize_t n = ::write(g_wake_fd, &c, 1);
-    errno = saved;
-  }
-}
-
-// Installs the forwarding handlers for SIGINT/SIGTERM and restores the
-// previous ones on destruction.
-class SignalGuard {
- public:
-  explicit SignalGuard(bool enable) : enabled_(enable) {
-    if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      throw std::runtime_error(std::string("hyperpipe launch: pipe2() failed: ") + std::strerror(errno));
-    }
-    g_signal = 0;
-    g_wake_fd = pipe_[1];
-    if (!enabled_) return;
-    struct sigaction sa {};
-    sa.sa_handler = launcher_on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~SignalGuard() {
-    if (enabled_) {
-      ::sigaction(SIGINT, &old_int_, nullptr);
-      ::sigaction(SIGTERM, &old_term_, nullptr);
-    }
-    g_wake_fd = -1;
-    ::close(pipe_[0]);
-    ::close(pipe_[1]);
-  }
-  int read_fd() const { return pipe_[0]; }
-  void drain() const {
-    char buf[64];
-    while (::read(pipe_[0], buf, sizeof(buf)) > 0) {
-    }
-  }
-
- private:
-  bool enabled_;
-  int pipe_[2] = {-1, -1};
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
-
-int cpu_count() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -162,85 +93,6 @@ struct Rank {
   Stream err;
 };
 
-class EnvBuilder {
- public:
-  EnvBuilder() {
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) vars_.emplace_back(*e);
-  }
-  bool has(const std::string& key) const {
-    return std::any_of(vars_.begin(), vars_.end(), [&](const std::string& kv) { return is_key(kv, key); });
-  }
-  void set(const std::string& key, const std::string& value) {
-    for (auto& kv : vars_) {
-      if (is_key(kv, key)) {
-        kv = key + "=" + value;
-        return;
-      }
-    }
-    vars_.push_back(key + "=" + value);
-  }
-  std::vector<char*> envp() {
-    std::vector<char*> out;
-    for (auto& kv : vars_) out.push_back(kv.data());
-    out.push_back(nullptr);
-    return out;
-  }
-
- private:
-  static bool is_key(const std::string& kv, const std::string& key) {
-    return kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=';
-  }
-  std::vector<std::string> vars_;
-};
-
-// command[0] as execvp would find it (through PATH when it has no '/'), resolved before fork.
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::size_t begin = 0;
-  while (begin <= dirs.size()) {
-    std::size_t end = dirs.find(':', begin);
-    if (end == std::string::npos) end = dirs.size();
-    std::string dir = dirs.substr(begin, end - begin);
-    if (dir.empty()) dir = ".";
-    const std::string candidate = dir + "/" + name;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-    begin = end + 1;
-  }
-  return name;  // execve fails with ENOENT, reported as for posix_spawnp
-}
-
-// A directory only this user can enter, holding the ranks' store file; removed
-// with what the ranks left in it when the launch ends.
-class StoreDir {
- public:
-  explicit StoreDir(bool wanted) {
-    if (!wanted) return;
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/hyperpipe-store-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("cannot create the job's private store directory " + pattern + ": " +
-                               std::strerror(errno) + " (set TMPDIR to a writable directory)");
-    }
-    dir_ = pattern;
-  }
-  ~StoreDir() {
-    if (dir_.empty()) return;
-    std::error_code ignored;  // nothing to do about a failure at the job's end
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  StoreDir(const StoreDir&) = delete;
-  StoreDir& operator=(const StoreDir&) = delete;
-  // Empty when not wanted.
-  std::string path() const { return dir_.empty() ? std::string() : dir_ + "/store"; }
-
- private:
-  std::string dir_;
-};
-
 class Launch {
  public:
   explicit Launch(const LaunchOptions& o) : o_(o) {
@@ -264,7 +116,7 @@ class Launch {
     for (int r = 0; r < o_.nproc; ++r) {
       // A SIGINT/SIGTERM while starting many ranks stops at once (the loop below stops the
       // ranks already started) instead of after the last one.
-      if (g_signal != 0) break;
+      if (signals.received() != 0) break;
       ranks_[r].rank = r;
       std::string error = spawn(ranks_[r], port);
       if (!error.empty()) {
@@ -296,9 +148,9 @@ class Launch {
         }
       }
       pump(signals);
-      if (g_signal != 0 && !stopping_) {
-        interrupted_ = g_signal;
-        begin_stop(static_cast<int>(g_signal));
+      if (signals.received() != 0 && !stopping_) {
+        interrupted_ = signals.received();
+        begin_stop(signals.received());
       }
       reap();
       const auto now = Clock::now();

@@ -4,22 +4,18 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <map>
 #include <regex>
-#include <sstream>
 #include <stdexcept>
+
+#include "train/checkpoint_dir.hpp"
+#include "train/checkpoint_error.hpp"
+#include "train/checkpoint_meta.hpp"
+#include "train/durable_file.hpp"
 
 namespace hp::train {
 namespace {
@@ -27,147 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kFormat = "hyperpipe-checkpoint";
-// Version 2 added the checksums ("files", "checksum"); version 1 still loads, unverified.
-constexpr int kVersion = 2;
-
-template <typename... Ts>
-std::string cat(const Ts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return os.str();
-}
-
-[[noreturn]] void bad_save(const std::string& dir, const std::string& what) {
-  throw std::invalid_argument(cat("train.save ", dir, ": ", what));
-}
-[[noreturn]] void bad_load(const std::string& path, const std::string& what) {
-  throw std::invalid_argument(cat("train.load ", path, ": ", what));
-}
-
 std::string shape_str(at::IntArrayRef s) { return cat(s); }
 std::string shape_str(const std::vector<std::int64_t>& s) { return cat(at::IntArrayRef(s)); }
 
-std::string step_name(std::int64_t step) { return "step-" + std::to_string(step); }
 std::string shard_name(int rank) { return "rank-" + std::to_string(rank) + ".pt"; }
 std::string manifest_name(int rank) { return "rank-" + std::to_string(rank) + ".json"; }
 
 bool is_reserved(const std::string& name) {
   return name.rfind("adam.", 0) == 0 || name.rfind("checkpoint.", 0) == 0;
-}
-
-// Durability of a written file or a directory entry; errors are reported, not ignored.
-void fsync_path(const fs::path& p, bool directory) {
-  const int fd = ::open(p.c_str(), O_RDONLY | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) throw std::runtime_error(cat("cannot open ", p.string(), " to sync it: ", std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw std::runtime_error(cat("fsync of ", p.string(), " failed: ", std::strerror(err)));
-}
-
-fs::path tmp_sibling(const fs::path& p) {
-  fs::path t = p;
-  t += ".tmp";
-  return t;
-}
-
-WriteFault& write_fault() {
-  static WriteFault fault;
-  return fault;
-}
-
-std::uint32_t crc32_of(const std::string& data) {
-  // zlib's crc32_z takes a size_t length (crc32 only a uInt).
-  return static_cast<std::uint32_t>(
-      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), data.size()));
-}
-
-std::string crc_hex(std::uint32_t crc) {
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08x", crc);
-  return buf;
-}
-
-// Creates or truncates path and writes data, then fsyncs it. Our own write loop (rather than an
-// ofstream or the archive's writer) so that a failure can say which file, how many of its bytes
-// were written and the errno; the partial file is removed before the error is thrown.
-void write_file(const fs::path& path, const std::string& data) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(cat("cannot create ", path.string(), ": ", std::strerror(errno)));
-  std::size_t done = 0;
-  auto fail = [&](int err, const char* doing) {
-    ::close(fd);
-    ::unlink(path.c_str());
-    throw std::runtime_error(cat("cannot ", doing, " ", path.string(), " (", done, " of ", data.size(),
-                                 " bytes written): ", std::strerror(err)));
-  };
-  while (done < data.size()) {
-    const std::size_t chunk = std::min<std::size_t>(data.size() - done, std::size_t(1) << 16);
-    if (write_fault())
-      if (const int err = write_fault()(path.string(), done, data.size())) fail(err, "write");
-    const ssize_t n = ::write(fd, data.data() + done, chunk);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(errno, "write");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) fail(errno, "sync");
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(path.c_str());
-    throw std::runtime_error(cat("cannot close ", path.string(), ": ", std::strerror(err)));
-  }
-}
-
-void rename_path(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::rename(from, to, ec);
-  if (ec) throw std::runtime_error(cat("cannot rename ", from.string(), " to ", to.string(), ": ", ec.message()));
-}
-
-void write_text_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = tmp_sibling(path);
-  write_file(tmp, text);
-  try {
-    rename_path(tmp, path);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
-  }
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(cat("cannot read ", path.string()));
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-// "step-<N>" as DIR/latest names it, or "" when there is none or it cannot be read.
-std::string latest_name(const fs::path& root) {
-  std::ifstream in(root / "latest");
-  std::string name;
-  if (!(in >> name)) return {};
-  return name;
-}
-
-// The checksum of meta.json: of the text dump(1) writes for it without the "checksum" key
-// (nlohmann keeps keys sorted, so the text is a function of the content).
-std::string meta_checksum(json meta) {
-  meta.erase("checksum");
-  return crc_hex(crc32_of(meta.dump(1)));
-}
-
-// A LibTorch error's first line, without the C++ stack trace it carries.
-std::string first_line(const std::exception& e) {
-  std::string s = e.what();
-  if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) s = c10e->what_without_backtrace();
-  const auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
 at::Tensor scalar_i64(std::int64_t v) { return at::scalar_tensor(static_cast<double>(v), at::kLong); }
@@ -192,32 +55,6 @@ void check_common(const std::string& dir, std::int64_t step, int world_size) {
   if (dir.empty()) throw std::invalid_argument("train.save: a checkpoint directory is required");
   if (step < 0) bad_save(dir, cat("the step must be >= 0, got ", step));
   if (world_size < 1) bad_save(dir, cat("world_size must be >= 1, got ", world_size));
-}
-
-// Replaces final with tmp; final may exist (a re-save of the same step).
-void install_dir(const fs::path& tmp, const fs::path& final) {
-  if (!fs::exists(final)) {
-    fs::rename(tmp, final);
-    return;
-  }
-  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final.c_str(), RENAME_EXCHANGE) == 0) {
-    fs::remove_all(tmp);  // now holds the replaced checkpoint
-    return;
-  }
-  const int err = errno;
-  if (err != EINVAL && err != ENOSYS && err != ENOTSUP && err != EOPNOTSUPP)
-    throw std::runtime_error(cat("cannot swap ", tmp.string(), " with ", final.string(), ": ", std::strerror(err)));
-  fs::path old = final;
-  old += ".old";
-  fs::remove_all(old);
-  fs::rename(final, old);
-  fs::rename(tmp, final);
-  fs::remove_all(old);
-}
-
-const std::regex& stale_dir_re() {
-  static const std::regex re(R"(step-[0-9]+\.(tmp|old))");
-  return re;
 }
 
 // "layers.<k>." names: one past the largest k, 0 when there are none.
@@ -317,8 +154,8 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
   const fs::path final_dir = root / step_name(step);
   try {
     json meta;
-    meta["format"] = kFormat;
-    meta["version"] = kVersion;
+    meta["format"] = kCheckpointFormat;
+    meta["version"] = kCheckpointVersion;
     meta["step"] = step;
     meta["world_size"] = world_size;
     json shards = json::array();
@@ -377,10 +214,7 @@ void finalize_checkpoint(const std::string& dir, std::int64_t step, int world_si
     write_text_atomic(root / "latest", step_name(step) + "\n");
     fsync_path(root, true);
 
-    for (const auto& entry : fs::directory_iterator(root)) {
-      const std::string n = entry.path().filename().string();
-      if (entry.is_directory() && std::regex_match(n, stale_dir_re())) fs::remove_all(entry.path());
-    }
+    remove_stale_dirs(root);
   } catch (const std::exception& e) {
     throw std::runtime_error(cat("train.save ", dir, ": finalizing step ", step, " failed: ", first_line(e)));
   }
@@ -397,62 +231,6 @@ void save_checkpoint(const std::string& dir, std::int64_t step, int rank, int wo
   if (rank == 0) finalize_checkpoint(dir, step, world_size, metadata_json);
   if (barrier) barrier();
 }
-
-namespace {
-
-// meta.json of a step directory, its checksum verified (version 2), in one line on failure.
-json read_meta(const std::string& path, const fs::path& step_dir) {
-  const fs::path file = step_dir / "meta.json";
-  json meta;
-  try {
-    meta = json::parse(read_text(file));
-  } catch (const json::exception& e) {
-    bad_load(path, cat(file.string(), " is corrupt or truncated (not valid JSON: ", e.what(), ")"));
-  } catch (const std::exception& e) {
-    bad_load(path, cat("cannot read ", file.string(), ": ", e.what()));
-  }
-  if (!meta.is_object() || meta.value("format", "") != kFormat)
-    bad_load(path, cat(file.string(), " is not a ", kFormat, " file"));
-  const int version = meta.value("version", 0);
-  if (version != 1 && version != kVersion)
-    bad_load(path, cat(file.string(), " has version ", meta.value("version", json()).dump(), "; this build reads 1 and ", kVersion));
-  if (version >= 2) {
-    const std::string want = meta.value("checksum", "");
-    const std::string got = meta_checksum(meta);
-    if (want != got)
-      bad_load(path, cat(file.string(), " is corrupt (its CRC-32 is ", got, ", it records ", want.empty() ? "none" : want, ")"));
-  }
-  return meta;
-}
-
-// A shard file's bytes, checked against meta.json's size and CRC-32 when it records them.
-std::string read_shard(const std::string& path, const fs::path& step_dir, const json& meta, const std::string& name) {
-  const fs::path file = step_dir / name;
-  std::error_code ec;
-  if (!fs::exists(file, ec)) bad_load(path, cat(file.string(), " is missing"));
-  std::string bytes;
-  try {
-    bytes = read_text(file);
-  } catch (const std::exception& e) {
-    bad_load(path, e.what());
-  }
-  if (!meta.contains("files")) return bytes;  // version 1
-  const auto it = meta.at("files").find(name);
-  if (it == meta.at("files").end()) bad_load(path, cat(file.string(), " has no checksum in meta.json"));
-  const auto want_bytes = it->at("bytes").get<std::uint64_t>();
-  if (bytes.size() < want_bytes)
-    bad_load(path, cat(file.string(), " is truncated (", bytes.size(), " of ", want_bytes, " bytes)"));
-  if (bytes.size() != want_bytes)
-    bad_load(path, cat(file.string(), " has ", bytes.size(), " bytes, meta.json records ", want_bytes));
-  const std::string want = it->at("crc32").get<std::string>();
-  const std::string got = crc_hex(crc32_of(bytes));
-  if (got != want) bad_load(path, cat(file.string(), " is corrupt (its CRC-32 is ", got, ", meta.json records ", want, ")"));
-  return bytes;
-}
-
-}  // namespace
-
-void set_checkpoint_write_fault(WriteFault fault) { write_fault() = std::move(fault); }
 
 SaveOutcome try_save_checkpoint(const std::string& dir, std::int64_t step, int rank, int world_size,
                                 const NamedParams& params, const AdamWState& optimizer,
@@ -496,84 +274,6 @@ SaveOutcome try_save_checkpoint(const std::string& dir, std::int64_t step, int r
   }
   if (rank == 0) prune_checkpoints(dir, keep);
   return out;
-}
-
-std::vector<std::int64_t> prune_checkpoints(const std::string& dir, const CheckpointRetention& keep) {
-  std::vector<std::int64_t> removed;
-  if (keep.keep_last <= 0) return removed;
-  const fs::path root(dir);
-  const std::string latest = latest_name(root);
-  if (latest.empty()) return removed;  // without latest nothing is known to be complete
-  static const std::regex re(R"(step-([0-9]+))");
-  std::vector<std::int64_t> steps;  // complete checkpoints
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string n = entry.path().filename().string();
-    std::smatch m;
-    if (std::regex_match(n, m, re) && fs::exists(entry.path() / "meta.json")) steps.push_back(std::stoll(m[1].str()));
-  }
-  std::sort(steps.rbegin(), steps.rend());
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const std::int64_t s = steps[i];
-    const bool kept = i < static_cast<std::size_t>(keep.keep_last) || (keep.keep_every > 0 && s % keep.keep_every == 0) ||
-                      step_name(s) == latest;
-    if (kept) continue;
-    // Renamed first: a kill during remove_all leaves a *.old, which no load reads.
-    const fs::path from = root / step_name(s);
-    fs::path old = from;
-    old += ".old";
-    fs::remove_all(old, ec);
-    fs::rename(from, old, ec);
-    if (ec) continue;
-    fs::remove_all(old, ec);
-    removed.push_back(s);
-  }
-  return removed;
-}
-
-void check_checkpoint_dir_writable(const std::string& dir) {
-  if (dir.empty()) throw std::invalid_argument("train.save: a checkpoint directory is required");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) bad_save(dir, cat("cannot create the directory (", ec.message(), ")"));
-  if (!fs::is_directory(dir, ec)) bad_save(dir, "is not a directory");
-  const fs::path probe = fs::path(dir) / cat(".hyperpipe-write-test-", ::getpid());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) bad_save(dir, cat("cannot write a file in it (", std::strerror(errno), ")"));
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
-std::string resolve_checkpoint(const std::string& path) {
-  if (path.empty()) throw std::invalid_argument("train.load: a checkpoint directory is required");
-  const fs::path p(path);
-  std::error_code ec;
-  if (!fs::is_directory(p, ec)) bad_load(path, "no such directory");
-  const std::string leaf = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
-  if (std::regex_match(leaf, stale_dir_re()))
-    bad_load(path, "is an unfinished or replaced save (a *.tmp or *.old directory); load its parent "
-                   "directory or a step-<N> directory instead");
-  if (fs::exists(p / "meta.json")) return p.string();
-  const fs::path latest = p / "latest";
-  if (!fs::exists(latest))
-    bad_load(path, "not a checkpoint: neither " + (p / "meta.json").string() + " nor " + latest.string() + " exists");
-  std::string name = read_text(latest);
-  while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
-  static const std::regex step_re(R"(step-[0-9]+)");
-  if (!std::regex_match(name, step_re))
-    bad_load(path, "latest holds '" + name + "', expected step-<N>");
-  const fs::path target = p / name;
-  if (!fs::exists(target / "meta.json"))
-    bad_load(path, "latest names " + name + " but " + (target / "meta.json").string() + " does not exist");
-  return target.string();
-}
-
-std::optional<std::string> latest_checkpoint(const std::string& dir) {
-  const fs::path p(dir);
-  std::error_code ec;
-  if (dir.empty() || !fs::is_directory(p, ec)) return std::nullopt;
-  if (!fs::exists(p / "meta.json") && !fs::exists(p / "latest")) return std::nullopt;
-  return resolve_checkpoint(dir);
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const NamedParams& needed) {

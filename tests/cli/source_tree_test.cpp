@@ -1,0 +1,32 @@
+// The house rules of src/ that a reviewer should not have to count: files
+// split by concept stay small, and every header opens with its contract.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(SourceTree, EveryFileIsUnderFiveHundredLinesAndEveryHeaderOpensWithAComment) {
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(HP_SOURCE_DIR) / "src")) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".cpp" && ext != ".hpp") continue;
+    ++files;
+    std::ifstream in(e.path());
+    std::string line, first;
+    int lines = 0;
+    while (std::getline(in, line)) {
+      if (lines++ == 0) first = line;
+    }
+    const std::string where = fs::relative(e.path(), HP_SOURCE_DIR).string();
+    EXPECT_LT(lines, 500) << where << " has " << lines << " lines: split it by concept";
+    if (ext == ".hpp") EXPECT_EQ(first.rfind("//", 0), 0u) << where << " does not open with its contract";
+  }
+  EXPECT_GT(files, 200);
+}
+
+}  // namespace
