@@ -7,13 +7,15 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "in_process.hpp"
 #include "run_command.hpp"
 
 namespace hp::testing {
 namespace {
 
+// A refusal before any rank starts, run in this process (in_process.hpp).
 void expect_error(const std::string& args, const std::string& needle) {
-  const auto r = run_command(hyperpipe() + " " + args, 60);
+  const auto r = run_in_process(args);
   EXPECT_NE(r.exit_code, 0) << args << "\n" << r.output;
   EXPECT_NE(r.output.find(needle), std::string::npos) << args << "\n" << r.output;
   // Nothing was launched: no rank printed anything.

@@ -13,6 +13,7 @@
 
 #include "data/vl_data.hpp"
 #include "train/task.hpp"
+#include "in_process.hpp"
 #include "run_command.hpp"
 
 namespace hp::testing {
@@ -60,6 +61,12 @@ class GenerateDist : public ::testing::Test {
     EXPECT_EQ(r.exit_code, expect_exit) << args << "\n" << r.output;
     return r.output;
   }
+  // A refusal before any rank starts, run in this process (in_process.hpp).
+  static std::string refused(const std::string& args) {
+    const auto r = run_in_process("generate --load " + dir_ + "/ck --timeout 60 " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    return r.output;
+  }
   static std::string dir_;
   static SharedTraining training_;
 };
@@ -87,7 +94,7 @@ TEST_F(GenerateDist, ContinuesInTheGrammarsCharactersWithTheSameTokensOnEveryLay
 
 TEST_F(GenerateDist, BadInputIsOneLineBeforeAnyRankStarts) {
   auto expect_error = [](const std::string& args, const std::string& text) {
-    const std::string out = generate(args, 2);
+    const std::string out = refused(args);
     EXPECT_NE(out.find(text), std::string::npos) << args << "\n" << out;
     EXPECT_EQ(out.find("[rank"), std::string::npos) << "a rank started for " << args << "\n" << out;
   };
@@ -114,6 +121,12 @@ class GenerateVL : public ::testing::Test {
   static std::string generate(const std::string& args, int expect_exit = 0) {
     const auto r = run_command(hyperpipe() + " generate --load " + dir_ + "/ck --timeout 60 " + args, 120);
     EXPECT_EQ(r.exit_code, expect_exit) << args << "\n" << r.output;
+    return r.output;
+  }
+  // A refusal before any rank starts, run in this process (in_process.hpp).
+  static std::string refused(const std::string& args) {
+    const auto r = run_in_process("generate --load " + dir_ + "/ck --timeout 60 " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     return r.output;
   }
   // generate's "NAME: caption" lines, by name, for names that start with `prefix`.
@@ -197,7 +210,7 @@ TEST_F(GenerateVL, BadInputIsOneLineBeforeAnyRankStarts) {
            {"", ck + ": give --image N (a held-out synthetic image) or --image FILE.ppm, once per image to caption"},
            {"--image " + dir_ + "/none.ppm", "--image " + dir_ + "/none.ppm: cannot open the image file"},
            {"--image 0 --max-new-tokens 40", "--max-new-tokens 40"}}) {
-    const std::string out = generate(args, 2);
+    const std::string out = refused(args);
     EXPECT_NE(out.find(text), std::string::npos) << args << "\n" << out;
     EXPECT_EQ(out.find("[rank"), std::string::npos) << "a rank started for " << args << "\n" << out;
   }
