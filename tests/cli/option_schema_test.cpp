@@ -3,6 +3,7 @@
 // names options, never flags, and every name it uses is the schema's.
 #include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/option_schema.hpp"
+#include "family/model_family.hpp"
+#include "model/hybrid.hpp"
+#include "model/vision_config.hpp"
+#include "train/lm_data.hpp"
+#include "train/task.hpp"
 
 namespace fs = std::filesystem;
 using hp::cli::Command;
@@ -233,4 +239,24 @@ TEST(OptionSchema, LibraryCodeNamesOptionsNotFlags) {
     }
   }
   EXPECT_GT(names, 50) << "the library's option names were not found";
+}
+
+// A checkpoint records its model under train's flag names (without "--"),
+// which a mismatch on --load then prints as flags.
+TEST(OptionSchema, CheckpointMetadataKeysAreTrainFlags) {
+  const std::set<std::string> train = schema_flags_of(hp::cli::kTrain);
+  hp::train::LmDataOptions data;
+  hp::model::VisionConfig vision;
+  hp::model::HybridConfig hybrid;
+  for (const auto& name : hp::family::family_names()) {
+    hp::family::FamilyOptions o;
+    o.data = &data, o.vision = &vision, o.hybrid = &hybrid;
+    o.model.enable_mhc_connections = name != "vl";  // every key a family can record
+    o.model.mtp_num_layers = name == "gpt" ? 1 : 0;
+    const auto task = hp::family::find_family(name).make_task(o);
+    const auto metadata = nlohmann::json::parse(task->checkpoint_metadata());
+    ASSERT_TRUE(metadata.is_object()) << name;
+    for (auto it = metadata.begin(); it != metadata.end(); ++it)
+      EXPECT_TRUE(train.count("--" + it.key())) << name << "'s checkpoint key '" << it.key() << "' is no flag of train";
+  }
 }
