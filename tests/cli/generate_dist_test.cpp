@@ -49,11 +49,12 @@ struct SharedTraining {
 class GenerateDist : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fresh_dir("generate");
-    training_ = {true, run_command(hyperpipe() + " train --nproc 2 --steps 80 --log-interval 80 --timeout 60 --save " +
-                                       dir_ + "/ck",
-                                   300)};
-    std::ofstream(dir_ + "/prompts.txt") << kPrompts[0] << "\n" << kPrompts[1] << "\n" << kPrompts[2] << "\n";
+    const SharedRun run = shared_run(
+        "generate", hyperpipe() + " train --nproc 2 --steps 80 --log-interval 80 --timeout 60 --save {DIR}/ck", 300);
+    dir_ = run.dir;
+    training_ = {true, run.result};
+    prompts_ = fresh_dir("generate") + "/prompts.txt";  // this process's own
+    std::ofstream(prompts_) << kPrompts[0] << "\n" << kPrompts[1] << "\n" << kPrompts[2] << "\n";
   }
   void SetUp() override { training_.expect_ok(); }
   static std::string generate(const std::string& args, int expect_exit = 0) {
@@ -67,14 +68,16 @@ class GenerateDist : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     return r.output;
   }
-  static std::string dir_;
+  static std::string dir_;  // the shared training run's (shared_run)
+  static std::string prompts_;
   static SharedTraining training_;
 };
 std::string GenerateDist::dir_;
+std::string GenerateDist::prompts_;
 SharedTraining GenerateDist::training_;
 
 TEST_F(GenerateDist, ContinuesInTheGrammarsCharactersWithTheSameTokensOnEveryLayout) {
-  const std::string common = "--prompts " + dir_ + "/prompts.txt --max-new-tokens 12";
+  const std::string common = "--prompts " + prompts_ + " --max-new-tokens 12";
   const auto ref = continuations(generate("--nproc 1 " + common));
   ASSERT_EQ(ref.size(), kPrompts.size());
   const std::string grammar = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ .";
@@ -100,7 +103,7 @@ TEST_F(GenerateDist, BadInputIsOneLineBeforeAnyRankStarts) {
   };
   expect_error("--prompt 'The cat' --max-new-tokens 40",
                "--max-new-tokens 40: prompt 1 has 7 tokens and the model holds 32 positions, so at most 25 new tokens fit");
-  expect_error("--prompt x --prompts " + dir_ + "/prompts.txt", "give exactly one of --prompt TEXT and --prompts FILE");
+  expect_error("--prompt x --prompts " + prompts_, "give exactly one of --prompt TEXT and --prompts FILE");
   expect_error("--prompt x --temperature -1", "--temperature must be a finite number >= 0");
   expect_error("--prompt x --nproc 9", "--layers");  // 8 layers cannot fill 9 stages
   expect_error("--image 0", "--image: --load " + dir_ + "/ck holds a language model, which continues text; give "
@@ -112,10 +115,12 @@ class GenerateVL : public ::testing::Test {
  protected:
   static constexpr int kImageSize = 16;
   static void SetUpTestSuite() {
-    dir_ = fresh_dir("generate-vl");
-    training_ = {true, run_command(hyperpipe() + " train --model vl --image-size " + std::to_string(kImageSize) +
-                                       " --nproc 2 --steps 100 --log-interval 100 --timeout 60 --save " + dir_ + "/ck",
-                                   300)};
+    const SharedRun run = shared_run("generate-vl",
+                                     hyperpipe() + " train --model vl --image-size " + std::to_string(kImageSize) +
+                                         " --nproc 2 --steps 100 --log-interval 100 --timeout 60 --save {DIR}/ck",
+                                     300);
+    dir_ = run.dir;
+    training_ = {true, run.result};
   }
   void SetUp() override { training_.expect_ok(); }
   static std::string generate(const std::string& args, int expect_exit = 0) {
@@ -166,9 +171,10 @@ TEST_F(GenerateVL, CaptionsHeldOutImagesAsDrawnWithTheSameWordsOnEveryLayout) {
 TEST_F(GenerateVL, APpmFileIsCaptionedAsItsPixelsShow) {
   const data::VLBatch b = data::make_vl_batch(kImageSize, 4, 99, 0);  // a seed training never read
   const std::size_t pixels = kImageSize * kImageSize;
+  const std::string images = fresh_dir("generate-vl-ppm");
   std::string args;
   for (int r = 0; r < b.rows; ++r) {
-    const std::string path = dir_ + "/image" + std::to_string(r) + ".ppm";
+    const std::string path = images + "/image" + std::to_string(r) + ".ppm";
     std::ofstream out(path, std::ios::binary);
     out << "P6\n" << kImageSize << " " << kImageSize << "\n255\n";
     const float* image = b.images.data() + r * data::kVLChannels * pixels;
@@ -176,7 +182,7 @@ TEST_F(GenerateVL, APpmFileIsCaptionedAsItsPixelsShow) {
       for (int c = 0; c < data::kVLChannels; ++c) out.put(static_cast<char>(std::lround(std::clamp(image[c * pixels + p], 0.0f, 1.0f) * 255)));
     args += " --image " + path;
   }
-  const auto got = captions(generate("--nproc 2" + args), dir_ + "/image");
+  const auto got = captions(generate("--nproc 2" + args), images + "/image");
   ASSERT_EQ(got.size(), 4u);
   int right = 0;
   for (int r = 0; r < b.rows; ++r)

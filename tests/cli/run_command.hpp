@@ -1,10 +1,16 @@
 // Runs a shell command with a time limit and captures its output (stdout and
-// stderr together). The test binaries that use it load no LibTorch, so
-// popen's fork is safe.
+// stderr together). popen forks the test process: call it from the test's
+// thread before any LibTorch work of the test's own starts threads.
 #pragma once
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -43,6 +49,46 @@ inline std::string fresh_dir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "hp_" + name + "_" + std::to_string(::getpid());
   run_command("rm -rf '" + dir + "' && mkdir -p '" + dir + "'");
   return dir;
+}
+
+// What a suite's set-up made (a training run's checkpoint) in `dir`, and the
+// command's result.
+struct SharedRun {
+  std::string dir;
+  CommandResult result;
+};
+
+// `command` (a shell command; every "{DIR}" in it is the directory it
+// writes into) run once per build of the hyperpipe binary and shared by
+// every test process that asks for the same one: ctest runs each test of a
+// suite in a process of its own, so a suite's set-up would otherwise train
+// once per test. The first asker runs it under a file lock, the others wait
+// for the lock and reuse the directory and the recorded result. A failed run
+// is not kept: the next asker runs it again.
+inline SharedRun shared_run(const std::string& name, const std::string& command, int timeout_s) {
+  struct stat bin {};
+  ::stat(hyperpipe().c_str(), &bin);
+  const std::size_t key = std::hash<std::string>{}(command + "|" + std::to_string(bin.st_mtime) + "|" +
+                                                   std::to_string(bin.st_size));
+  const std::string root = std::string(HP_BIN_DIR) + "/../shared-test-runs";
+  ::mkdir(root.c_str(), 0755);
+  SharedRun r;
+  r.dir = root + "/" + name + "-" + std::to_string(key);
+  const int lock = ::open((r.dir + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ::flock(lock, LOCK_EX);
+  std::ifstream done(r.dir + "/.result");
+  if (done >> r.result.exit_code && r.result.exit_code == 0) {
+    std::getline(done, r.result.output, '\0');
+  } else {
+    run_command("rm -rf '" + r.dir + "' && mkdir -p '" + r.dir + "'");
+    std::string full = command;
+    for (std::size_t at; (at = full.find("{DIR}")) != std::string::npos;) full.replace(at, 5, r.dir);
+    r.result = run_command(full, timeout_s);
+    if (r.result.exit_code == 0) std::ofstream(r.dir + "/.result") << 0 << r.result.output;
+  }
+  ::flock(lock, LOCK_UN);
+  ::close(lock);
+  return r;
 }
 
 // The "loss" field of every line of a --metrics file, by step.
