@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "launch/launcher.hpp"
+#include "worker_run.hpp"
 
 using namespace hp::launch;
+using namespace hp::testing;
 
 namespace {
 
@@ -23,45 +24,8 @@ namespace {
 // survey that does not answer (about 11 s), many times over.
 constexpr double kHeartbeatJobTimeoutS = 120;
 
-struct HeartbeatRun {
-  int code = -1;
-  std::vector<LaunchOutput> lines;
-
-  std::string all() const {
-    std::string s;
-    for (auto& l : lines) s += l.formatted() + "\n";
-    return s;
-  }
-  bool has(const std::string& needle) const { return all().find(needle) != std::string::npos; }
-  // What `rank` printed itself, without the launcher's prefix.
-  std::string of(int rank) const {
-    std::string s;
-    for (auto& l : lines)
-      if (l.rank == rank) s += l.text + "\n";
-    return s;
-  }
-};
-
-HeartbeatRun run_heartbeat(int nproc, const std::string& scenario, bool store_file = true) {
-  LaunchOptions o;
-  o.nproc = nproc;
-  o.command = {std::string(HP_BIN_DIR) + "/heartbeat_worker", scenario};
-  o.extra_env = {{"HP_TIMEOUT_S", "20"}, {"OMP_NUM_THREADS", "1"}};
-  o.store_file = store_file;
-  o.shutdown_grace = std::chrono::seconds(2);
-  o.job_timeout = std::chrono::milliseconds(static_cast<long>(1000 * kHeartbeatJobTimeoutS));
-  HeartbeatRun r;
-  o.on_output = [&](const LaunchOutput& l) { r.lines.push_back(l); };
-  r.code = launch_local(o);
-  return r;
-}
-
-void expect_every_rank_ok(const HeartbeatRun& r, int nproc, const std::string& scenario) {
-  EXPECT_EQ(r.code, 0) << r.all();
-  for (int k = 0; k < nproc; ++k) {
-    const std::string line = "[rank " + std::to_string(k) + "] rank " + std::to_string(k) + ": " + scenario + " ok";
-    EXPECT_TRUE(r.has(line)) << "missing '" << line << "' in\n" << r.all();
-  }
+WorkerRun run_heartbeat(int nproc, const std::string& scenario, bool store_file = true) {
+  return run_workers({"heartbeat_worker", {scenario}, nproc, 20, kHeartbeatJobTimeoutS, store_file});
 }
 
 bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
@@ -69,7 +33,7 @@ bool contains(const std::string& text, const std::string& needle) { return text.
 }  // namespace
 
 TEST(HeartbeatDist, AHealthyGroupIsNotFlaggedAndItsPositionsAndLongestReceiveAreNamed) {
-  const HeartbeatRun r = run_heartbeat(3, "healthy");
+  const WorkerRun r = run_heartbeat(3, "healthy");
   expect_every_rank_ok(r, 3, "healthy");
   for (int surveyor : {0, 2}) {
     const std::string survey = r.of(surveyor);
@@ -94,7 +58,7 @@ TEST(HeartbeatDist, AHealthyGroupIsNotFlaggedAndItsPositionsAndLongestReceiveAre
 }
 
 TEST(HeartbeatDist, AStoppedPeerIsNamedByEverySurvivorAndAFailedOneAsFailed) {
-  const HeartbeatRun r = run_heartbeat(3, "stopped_peer");
+  const WorkerRun r = run_heartbeat(3, "stopped_peer");
   expect_every_rank_ok(r, 3, "stopped_peer");
   EXPECT_TRUE(r.has("[rank 2] rank 2: stopping")) << r.all();
   for (int surveyor : {0, 1}) {
@@ -115,7 +79,7 @@ TEST(HeartbeatDist, AStoppedPeerIsNamedByEverySurvivorAndAFailedOneAsFailed) {
 }
 
 TEST(HeartbeatDist, RankZeroHostingTheStoreWaitsUntilItsPeersHaveSurveyedTheJob) {
-  const HeartbeatRun r = run_heartbeat(2, "rank0_waits_for_peers", /*store_file=*/false);
+  const WorkerRun r = run_heartbeat(2, "rank0_waits_for_peers", /*store_file=*/false);
   expect_every_rank_ok(r, 2, "rank0_waits_for_peers");
   EXPECT_TRUE(r.has("[rank 0] rank 0: its peers are done with the store")) << r.all();
   // Rank 1's survey read the store to its end (rank 0 had not left with it), and names the failure.
@@ -127,7 +91,7 @@ TEST(HeartbeatDist, RankZeroHostingTheStoreWaitsUntilItsPeersHaveSurveyedTheJob)
 }
 
 TEST(HeartbeatDist, AStoreThatDoesNotAnswerIsReportedNotWaitedFor) {
-  const HeartbeatRun r = run_heartbeat(2, "store_stopped", /*store_file=*/false);
+  const WorkerRun r = run_heartbeat(2, "store_stopped", /*store_file=*/false);
   // Rank 1's report_failure() and diagnose() returned (it printed its survey and resumed rank 0).
   expect_every_rank_ok(r, 2, "store_stopped");
   const std::string survey = r.of(1);

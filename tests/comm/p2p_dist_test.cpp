@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "launch/launcher.hpp"
+#include "worker_run.hpp"
 
 using namespace hp::launch;
+using namespace hp::testing;
 
 namespace {
 
@@ -22,34 +23,8 @@ namespace {
 // configured timeout, before the launcher stops the job (exit code 124).
 constexpr double kStartupAllowanceS = 30;
 
-struct WorkerRun {
-  int code = -1;
-  std::vector<LaunchOutput> lines;
-
-  std::string all() const {
-    std::string s;
-    for (auto& l : lines) s += l.formatted() + "\n";
-    return s;
-  }
-  bool has(const std::string& needle) const { return all().find(needle) != std::string::npos; }
-  int count(const std::string& needle) const {
-    int c = 0;
-    for (auto& l : lines) c += l.formatted().find(needle) != std::string::npos;
-    return c;
-  }
-};
-
 WorkerRun run_worker(int nproc, const std::string& scenario, double timeout_s = 20) {
-  LaunchOptions o;
-  o.nproc = nproc;
-  o.command = {std::string(HP_BIN_DIR) + "/comm_worker", scenario};
-  o.extra_env = {{"HP_TIMEOUT_S", std::to_string(timeout_s)}, {"OMP_NUM_THREADS", "1"}};
-  o.shutdown_grace = std::chrono::seconds(2);
-  o.job_timeout = std::chrono::milliseconds(static_cast<long>(1000 * (timeout_s + kStartupAllowanceS)));
-  WorkerRun r;
-  o.on_output = [&](const LaunchOutput& l) { r.lines.push_back(l); };
-  r.code = launch_local(o);
-  return r;
+  return run_workers({"comm_worker", {scenario}, nproc, timeout_s, timeout_s + kStartupAllowanceS});
 }
 
 // The job ended by itself, not by the launcher's job timeout: a rank that waits past its own
@@ -59,42 +34,34 @@ void expect_ended_by_itself(const WorkerRun& r) {
   EXPECT_FALSE(r.has("did not finish within its timeout")) << r.all();
 }
 
-void expect_all_ok(const WorkerRun& r, int nproc, const std::string& scenario) {
-  EXPECT_EQ(r.code, 0) << r.all();
-  for (int k = 0; k < nproc; ++k) {
-    const std::string line = "[rank " + std::to_string(k) + "] rank " + std::to_string(k) + ": " + scenario + " ok";
-    EXPECT_TRUE(r.has(line)) << "missing '" << line << "' in\n" << r.all();
-  }
-}
-
 }  // namespace
 
 class CommDist : public ::testing::TestWithParam<int> {};
 
-TEST_P(CommDist, RingWithTagsBothDirections) { expect_all_ok(run_worker(GetParam(), "ring"), GetParam(), "ring"); }
+TEST_P(CommDist, RingWithTagsBothDirections) { expect_every_rank_ok(run_worker(GetParam(), "ring"), GetParam(), "ring"); }
 TEST_P(CommDist, BroadcastThenAllReduce) {
   WorkerRun r = run_worker(GetParam(), "broadcast,all_reduce");
-  expect_all_ok(r, GetParam(), "broadcast");
-  expect_all_ok(r, GetParam(), "all_reduce");
+  expect_every_rank_ok(r, GetParam(), "broadcast");
+  expect_every_rank_ok(r, GetParam(), "all_reduce");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CommDist, ::testing::Values(2, 3, 4));
 
 TEST(CommDistP2P, ActivationAndGradientBetweenTheSameTwoRanks) {
-  expect_all_ok(run_worker(2, "pp2_hazard"), 2, "pp2_hazard");
+  expect_every_rank_ok(run_worker(2, "pp2_hazard"), 2, "pp2_hazard");
 }
 
-TEST(CommDistP2P, VariableShapesWithMeta) { expect_all_ok(run_worker(3, "meta"), 3, "meta"); }
+TEST(CommDistP2P, VariableShapesWithMeta) { expect_every_rank_ok(run_worker(3, "meta"), 3, "meta"); }
 
-TEST(CommDistP2P, DtypesAreBitExact) { expect_all_ok(run_worker(2, "dtypes"), 2, "dtypes"); }
+TEST(CommDistP2P, DtypesAreBitExact) { expect_every_rank_ok(run_worker(2, "dtypes"), 2, "dtypes"); }
 
 TEST(CommDistP2P, ClientsWaitForALateStore) {
   WorkerRun r = run_worker(3, "late_master", 10);
-  expect_all_ok(r, 3, "late_master");
+  expect_every_rank_ok(r, 3, "late_master");
 }
 
 TEST(CommDistMesh, EveryGroupOfTp2Dp2Pp2HoldsTheRanksOfTheLayout) {
-  expect_all_ok(run_worker(8, "mesh"), 8, "mesh");
+  expect_every_rank_ok(run_worker(8, "mesh"), 8, "mesh");
 }
 
 TEST(CommDistMesh, AMemberThatNeverFormsASubgroupIsNamed) {

@@ -13,28 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "launch/launcher.hpp"
+#include "worker_run.hpp"
 
 namespace {
-
-struct OptimizerRun {
-  int code = -1;
-  std::string output;
-  bool has(const std::string& needle) const { return output.find(needle) != std::string::npos; }
-};
-
-OptimizerRun run_optimizer_worker(int nproc) {
-  hp::launch::LaunchOptions o;
-  o.nproc = nproc;
-  o.command = {std::string(HP_BIN_DIR) + "/distributed_optimizer_worker"};
-  o.extra_env = {{"HP_TIMEOUT_S", "30"}, {"OMP_NUM_THREADS", "1"}};
-  o.shutdown_grace = std::chrono::seconds(2);
-  o.job_timeout = std::chrono::seconds(120);
-  OptimizerRun r;
-  o.on_output = [&](const hp::launch::LaunchOutput& l) { r.output += l.formatted() + "\n"; };
-  r.code = hp::launch::launch_local(o);
-  return r;
-}
 
 // AdamW's state is 2 tensors per parameter: 16 bytes an element in float64
 // (a 64, b 7, c 30, d 100, e 3), 8 in float32 (f 20): 3424 bytes in all.
@@ -50,13 +31,14 @@ class DistributedOptimizerDist : public ::testing::TestWithParam<Shards> {};
 
 TEST_P(DistributedOptimizerDist, ParametersAndStateEqualPlainAdamWsWhateverTheShards) {
   const Shards& want = GetParam();
-  const OptimizerRun r = run_optimizer_worker(want.nproc);
-  EXPECT_EQ(r.code, 0) << r.output;
+  const hp::testing::WorkerRun r =
+      hp::testing::run_workers({"distributed_optimizer_worker", {}, want.nproc, 30, 120});
+  EXPECT_EQ(r.code, 0) << r.all();
   long total = 0;
   for (int k = 0; k < want.nproc; ++k) {
     const std::string rank = "[rank " + std::to_string(k) + "] rank " + std::to_string(k) + ": ";
-    EXPECT_TRUE(r.has(rank + "ok")) << r.output;
-    EXPECT_TRUE(r.has(rank + "state bytes " + std::to_string(want.state_bytes[k]) + "\n")) << r.output;
+    EXPECT_TRUE(r.has(rank + "ok")) << r.all();
+    EXPECT_TRUE(r.has(rank + "state bytes " + std::to_string(want.state_bytes[k]) + "\n")) << r.all();
     total += want.state_bytes[k];
   }
   EXPECT_EQ(total, 3424);
