@@ -43,6 +43,10 @@ TEST(TrainDist, MeshesFollowTheOneProcessCurveAndResumeUnderOtherMeshes) {
   const auto zero = train("--nproc 4 --dp 2 --use-distributed-optimizer --schedule 1f1b --vpp 1 --mb 4" + common,
                           dir + "/zero.jsonl");
   expect_same_curve(zero, ref);
+  // The same under a split backward: ZB-H1's deferred weight gradients reach the sharded optimizer whole.
+  expect_same_curve(train("--nproc 4 --dp 2 --use-distributed-optimizer --schedule zb1p --vpp 1 --mb 4" + common,
+                          dir + "/zero_zb1p.jsonl"),
+                    ref);
   const auto state = read_losses(dir + "/dp2pp2.jsonl", "optimizer_state_bytes"),
              zero_state = read_losses(dir + "/zero.jsonl", "optimizer_state_bytes");
   ASSERT_EQ(zero_state.size(), 5u);

@@ -27,5 +27,21 @@ TEST(VerifyDist, OneStepOfALayoutAgainstOneProcessNamesEveryGradient) {
   EXPECT_NE(strict.output.find("FAILED: worst relative error"), std::string::npos) << strict.output;
 }
 
+// The split backward (zb1p, zbv) with every model and option it meets: the
+// VL tower, mHC recomputed in the backward, context parallelism, the Hybrid
+// model; each step equals one process's.
+TEST(VerifyDist, SplitSchedulesMatchOneProcessWithEveryModelAndOption) {
+  const std::string small = " --layers 4 --hidden 32 --heads 2 --seq-len 16 --micro-batch-size 1 --timeout 30";
+  for (const std::string layout :
+       {"--nproc 2 --schedule zbv --model vl --mb 4", "--nproc 2 --schedule zb1p --model vl --vpp 2 --mb 3",
+        "--nproc 2 --schedule zb1p --mhc --recompute-modules mhc --mb 3",
+        "--nproc 2 --schedule zbv --mhc --recompute-modules mhc --mb 2", "--nproc 4 --cp 2 --schedule zb1p --mb 3",
+        "--nproc 4 --cp 2 --schedule zbv --mb 2", "--nproc 2 --schedule zbv --model hybrid --hybrid-pattern 'M*|-E|*-|M' --mb 3"}) {
+    const auto r = run_command(hyperpipe() + " verify " + layout + small, 120);
+    EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
+    EXPECT_NE(r.output.find("OK: worst relative error"), std::string::npos) << layout << "\n" << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace hp::testing

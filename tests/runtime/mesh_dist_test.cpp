@@ -61,10 +61,13 @@ INSTANTIATE_TEST_SUITE_P(
                       MeshJob{"mpipe", 2, 1, 1, 1, 2, {"2:1:0:0:2:512"}},
                       MeshJob{"1f1b", 2, 1, 1, 2, 2, {"2:1:1:0:1:512"}},
                       MeshJob{"gpipe", 1, 1, 2, 1, 2, {"2:1:0:0:2:512"}},
-                      // The split backward under dp and tp.
+                      // The split backward under dp and tp ...
                       MeshJob{"zb1p", 2, 1, 2, 1, 1, {"3:1:0:0:2:512", "5:0:1:0:1:1048576"}},
                       MeshJob{"zb1p", 2, 2, 1, 2, 1, {"3:1:1:0:1:512", "2:0:0:0:2:512:1", "2:1:0:1:1:512"}},
-                      MeshJob{"zbv", 2, 2, 2, 1, 1, {"3:1:0:1:2:512", "2:0:1:0:1:2048"}}),
+                      MeshJob{"zbv", 2, 2, 2, 1, 1, {"3:1:0:1:2:512", "2:0:1:0:1:2048"}},
+                      // ... and under context parallelism.
+                      MeshJob{"zb1p", 2, 1, 1, 1, 2, {"3:1:0:0:2:512", "1:0:1:0:1:512"}},
+                      MeshJob{"zbv", 2, 2, 1, 1, 2, {"3:1:1:0:1:512"}}),
     [](const auto& info) {
       const auto& j = info.param;
       return j.schedule.substr(0, j.schedule.find('-')) + "_pp" + std::to_string(j.pp) + "_vpp" + std::to_string(j.vpp) +
