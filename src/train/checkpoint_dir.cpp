@@ -58,11 +58,15 @@ void install_dir(const fs::path& tmp, const fs::path& final) {
   fs::remove_all(old);
 }
 
-void remove_stale_dirs(const fs::path& root) {
+std::vector<std::string> remove_stale_dirs(const fs::path& root) {
+  std::vector<std::string> removed;
+  if (!fs::is_directory(root)) return removed;
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string n = entry.path().filename().string();
-    if (entry.is_directory() && std::regex_match(n, stale_dir_re())) fs::remove_all(entry.path());
+    if (entry.is_directory() && std::regex_match(n, stale_dir_re())) removed.push_back(n);
   }
+  for (const auto& n : removed) fs::remove_all(root / n);
+  return removed;
 }
 
 std::vector<std::int64_t> prune_checkpoints(const std::string& dir, const CheckpointRetention& keep) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace hp::train {
 
@@ -28,7 +29,8 @@ std::string latest_name(const std::filesystem::path& root);
 // Replaces final with tmp; final may exist (a re-save of the same step).
 void install_dir(const std::filesystem::path& tmp, const std::filesystem::path& final);
 
-// Deletes the step-*.tmp and step-*.old directories of root: what killed saves and prunes left.
-void remove_stale_dirs(const std::filesystem::path& root);
+// Deletes the step-*.tmp and step-*.old directories of root (what killed
+// saves and prunes left) and returns their names; none where root does not exist.
+std::vector<std::string> remove_stale_dirs(const std::filesystem::path& root);
 
 }  // namespace hp::train

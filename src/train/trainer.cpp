@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "comm/process_group.hpp"
 #include "model/tensor_parallel.hpp"
 #include "train/checkpoint.hpp"
+#include "train/checkpoint_dir.hpp"
 #include "train/distributed_optimizer.hpp"
 #include "train/grad_clip.hpp"
 #include "train/metrics.hpp"
@@ -183,6 +185,12 @@ class Trainer {
       optimizer_.load_state(loaded.optimizer);
       first_step_ = loaded.step + 1;
     }
+    // A save an earlier run did not finish (killed half-way) is removed before this run writes
+    // one; rank 0 finishes this before any step, so before any rank's first shard.
+    if (!o.save.empty() && place_.world_rank == 0)
+      for (const auto& name : remove_stale_dirs(o.save))
+        std::cout << "hyperpipe train: removed " << (std::filesystem::path(o.save) / name).string()
+                  << ", left by an interrupted save" << std::endl;
     // A whole parameter a tp rank holds beside rank 0 counts once in the norm.
     for (const auto& name : pipeline_.duplicate_parameter_names()) duplicates_.insert(name);
     if (place_.parallel.tensor.rank > 0)

@@ -56,6 +56,21 @@ TEST(TrainDist, CheckpointFromFourRanksContinuesUnderTwoAndOne) {
   EXPECT_EQ(r.output.find("[rank"), std::string::npos) << r.output;
 }
 
+// Issue 31: a save killed half-way leaves step-N.tmp; the next run that saves
+// into the directory removes it before it writes (here it dies at step 1, so
+// before any save of its own), and says so.
+TEST(TrainDist, ARunThatSavesRemovesWhatAnInterruptedSaveLeftBeforeItWrites) {
+  const std::string dir = fresh_dir("leftover");
+  run_command("mkdir -p " + dir + "/ck/step-9.tmp " + dir + "/ck/step-4.old && touch " + dir + "/ck/step-9.tmp/rank-0.pt");
+  const auto r = run_command(hyperpipe() + " train" + kModel + " --nproc 2 --schedule 1f1b --vpp 1 --steps 3 --timeout 30" +
+                             " --inject-fault 0:1:exit --save " + dir + "/ck");
+  EXPECT_NE(r.exit_code, 0) << r.output;  // the injected fault, before any step
+  EXPECT_NE(r.output.find("removed " + dir + "/ck/step-9.tmp, left by an interrupted save"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ck/step-9.tmp")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ck/step-4.old")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ck/latest")) << r.output;  // nothing saved
+}
+
 // Issue 15 item 5: a flipped byte in a shard is named before any rank starts.
 TEST(TrainDist, AFlippedByteInAShardIsNamedOnLoadBeforeAnyRankStarts) {
   const std::string dir = fresh_dir("flip");
