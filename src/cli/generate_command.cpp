@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
-#include <optional>
-#include <sstream>
 
 #include "cli/job.hpp"
 #include "cli/option_flags.hpp"
