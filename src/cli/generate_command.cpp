@@ -70,6 +70,7 @@ struct GenerateJob {
   family::CheckpointModel model;  // the checkpoint's family's, ready to decode
   schedule::ScheduleOptions layout;
   std::vector<family::Prompt> prompts;
+  std::vector<std::vector<std::int64_t>> tokens;  // each prompt's, what the decoder continues
   infer::GenerateOptions options;
 };
 
@@ -124,9 +125,8 @@ GenerateJob resolve(const GenerateArgs& a, int world) {
   if (a.layout.vpp < 1) throw std::invalid_argument("--vpp must be >= 1, got " + std::to_string(a.layout.vpp));
   schedule::check_options(l);
   job.model.check_layout(l);
-  std::vector<std::vector<std::int64_t>> tokens;
-  for (const auto& p : job.prompts) tokens.push_back(p.tokens);
-  infer::check_generate(tokens, job.options, job.model.config.vocab_size,
+  for (const auto& p : job.prompts) job.tokens.push_back(p.tokens);
+  infer::check_generate(job.tokens, job.options, job.model.config.vocab_size,
                         job.model.config.max_seq_len - job.model.prefix_positions);
   return job;
 }
@@ -138,9 +138,7 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
   infer::Decoder decoder(job.layout, rank, pg, job.model.build(job.layout, rank, job.prompts));
   train::NamedParams params = decoder.named_parameters();
   train::restore_checkpoint(a.values.load, params, nullptr);
-  std::vector<std::vector<std::int64_t>> tokens;
-  for (const auto& p : job.prompts) tokens.push_back(p.tokens);
-  const auto generated = decoder.generate(tokens, job.options);
+  const auto generated = decoder.generate(job.tokens, job.options);
   if (rank != 0) return 0;
   for (size_t p = 0; p < generated.size(); ++p)
     std::cout << job.prompts[p].name << (job.model.captions_images ? ": " : "") << job.model.detokenize(generated[p])

@@ -26,14 +26,11 @@ ModelFamily gpt_family() {
   };
   f.profile = [](const FamilyOptions& o) { return emulated_profile(o.model.emulate, o.model.num_layers); };
   f.from_checkpoint = [](const train::CheckpointInfo& info) {
-    CheckpointModel c;
-    c.config = train::gpt_config_from_checkpoint(info);
-    c.prompt = [](const std::string& text) { return Prompt{text, byte_tokens(text), {}}; };
+    CheckpointModel c = byte_language_model(train::gpt_config_from_checkpoint(info));
     c.check_layout = [config = c.config](const schedule::ScheduleOptions& l) { infer::check_gpt_decode_layout(config, l); };
     c.build = [config = c.config](const schedule::ScheduleOptions& l, int rank, const std::vector<Prompt>&) {
       return infer::build_gpt_decode_model(config, l, rank, 1);
     };
-    c.detokenize = byte_text;
     return c;
   };
   return f;

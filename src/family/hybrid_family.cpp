@@ -38,14 +38,11 @@ ModelFamily hybrid_family() {
   f.profile = [](const FamilyOptions& o) { return emulated_profile(o.model.emulate, o.model.num_layers); };
   f.from_checkpoint = [](const train::CheckpointInfo& info) {
     const model::HybridConfig hybrid = train::hybrid_config_from_checkpoint(info);
-    CheckpointModel c;
-    c.config = hybrid.base;
-    c.prompt = [](const std::string& text) { return Prompt{text, byte_tokens(text), {}}; };
+    CheckpointModel c = byte_language_model(hybrid.base);
     c.check_layout = [hybrid](const schedule::ScheduleOptions& l) { infer::check_hybrid_decode_layout(hybrid, l); };
     c.build = [hybrid](const schedule::ScheduleOptions& l, int rank, const std::vector<Prompt>&) {
       return infer::build_hybrid_decode_model(hybrid, l, rank, 1);
     };
-    c.detokenize = byte_text;
     return c;
   };
   return f;

@@ -74,4 +74,12 @@ std::string byte_text(const std::vector<std::int64_t>& tokens) {
   return out;
 }
 
+CheckpointModel byte_language_model(const model::TransformerConfig& config) {
+  CheckpointModel c;
+  c.config = config;
+  c.prompt = [](const std::string& text) { return Prompt{text, byte_tokens(text), {}}; };
+  c.detokenize = byte_text;
+  return c;
+}
+
 }  // namespace hp::family

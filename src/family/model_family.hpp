@@ -102,5 +102,8 @@ schedule::ModelProfile emulated_profile(const model::EmulatedLayer& emulate, int
 // (unprintable bytes escaped).
 std::vector<std::int64_t> byte_tokens(const std::string& text);
 std::string byte_text(const std::vector<std::int64_t>& tokens);
+// A language model's CheckpointModel of `config` on byte tokens: its prompts
+// and detokenizer set; the family sets check_layout and build.
+CheckpointModel byte_language_model(const model::TransformerConfig& config);
 
 }  // namespace hp::family

@@ -59,7 +59,7 @@ std::vector<StageFootprint> gpt_footprints(const model::TransformerConfig& m, co
   const double h = m.hidden_size, v = m.vocab_size, f = m.ffn_hidden(), n = m.residual_streams();
   const double tp = m.tensor_parallel.size, cp = m.context_parallel.size;
   const double hc = m.enable_mhc_connections ? 2 * ((n * n + 2 * n) * (n * h + 1) + 3) : 0;
-  const double layer = (4 * h * h + 4 * h + 2 * h * f + f + h) / tp + 4 * h + hc;
+  const double layer = attention_parameters(h, tp) + mlp_parameters(h, f, tp) + 4 * h + hc;  // and two norms
   const double embedding = v * h / tp;
   const double mtp = m.mtp_num_layers * (layer + 2 * h * h + 4 * h);
   const double per_layer = transformer_layer_activation_bytes(seq / cp, rows, h, m.num_attention_heads, n, tp,

@@ -39,7 +39,7 @@ HybridLayerFootprint hybrid_layer_footprint(const model::HybridConfig& c, model:
   const model::TransformerConfig& m = c.base;
   const double h = m.hidden_size, f = m.ffn_hidden(), n = m.residual_streams(), tp = m.tensor_parallel.size;
   const double a = m.num_attention_heads, s = m.max_seq_len;
-  const double mlp = (2 * h * f + f + h) / tp, mlp_kept = 19.0 / 2 * tokens * h * (f / (4 * h)) / tp;
+  const double mlp = mlp_parameters(h, f, tp), mlp_kept = 19.0 / 2 * tokens * h * (f / (4 * h)) / tp;
   HybridLayerFootprint l;
   l.parameters = 2 * h + (m.enable_mhc_connections ? (n * n + 2 * n) * (n * h + 1) + 3 : 0);  // norm, mHC
   l.activations = 5 * n * tokens * h;  // the residual streams around the sublayer and its norm
@@ -54,7 +54,7 @@ HybridLayerFootprint hybrid_layer_footprint(const model::HybridConfig& c, model:
       break;
     }
     case model::LayerKind::Attention:
-      l.parameters += (4 * h * h + 4 * h) / tp;
+      l.parameters += attention_parameters(h, tp);
       l.activations += (11 * tokens * h + 5 * a * s * tokens) / 2 / tp;
       break;
     case model::LayerKind::MLP:

@@ -49,6 +49,12 @@ struct StageFootprint {
 MemoryEstimate estimate_memory(const std::vector<StageFootprint>& stages, const schedule::ScheduleOptions& layout,
                                double element_bytes, double replicated = 0);
 
+// Parameter elements of one tp rank's share of a causal self-attention
+// (qkv and output projections with biases) and of an MLP (two linears with
+// biases), as model/layers.hpp builds them.
+inline double attention_parameters(double hidden, double tp) { return (4 * hidden * hidden + 4 * hidden) / tp; }
+inline double mlp_parameters(double hidden, double ffn, double tp) { return (2 * hidden * ffn + ffn + hidden) / tp; }
+
 // Megatron-LM's bytes one transformer layer keeps for backward, s b h (34 +
 // 5 a s / h) at 2 bytes an element, scaled to `element_bytes`, with tensor
 // parallelism and `streams` residual streams: s b h (10 n + 24 / tp + 5 a s / (h tp)).

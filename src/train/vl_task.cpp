@@ -48,7 +48,7 @@ std::optional<MemoryEstimate> VlTask::memory_estimate(const schedule::ScheduleOp
       gpt_footprints(text, model::gpt_partition(o.text, layout), rows, patches + o.text.seq_len);
   // The tower: blocks [0, T) with the patch embedding in MPipe's preprocess,
   // which every rank holds; the rest and the projector on stage 0.
-  const double block = 4 * dv * dv + 4 * dv + 2 * dv * fv + fv + dv + 4 * dv;
+  const double block = attention_parameters(dv, 1) + mlp_parameters(dv, fv, 1) + 4 * dv;  // and two norms
   const double patch_embed = v.kChannels * v.patch_size * v.patch_size * dv + dv + patches * dv;
   const double projector = 2 * dv + dv * text.hidden_size + text.hidden_size;
   const int t = layout.kind == schedule::ScheduleKind::MPipe ? layout.transposed_layers() : 0;
