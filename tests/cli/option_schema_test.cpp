@@ -159,10 +159,11 @@ TEST(OptionSchema, NamesAreUniqueAndNoCommandHasAFlagTwice) {
   }
   for (Command c : kCommands) {
     std::map<std::string, std::string> by_flag;
-    for (const auto& o : hp::cli::option_schema())
-      if (o.commands & c)
-        EXPECT_TRUE(by_flag.emplace(o.flag, o.name).second)
-            << hp::cli::command_name(c) << ": " << o.flag << " is both " << by_flag[o.flag] << " and " << o.name;
+    for (const auto& o : hp::cli::option_schema()) {
+      if (!(o.commands & c)) continue;
+      EXPECT_TRUE(by_flag.emplace(o.flag, o.name).second)
+          << hp::cli::command_name(c) << ": " << o.flag << " is both " << by_flag[o.flag] << " and " << o.name;
+    }
   }
 }
 

@@ -113,7 +113,7 @@ void expect_rejected(const schedule::ScheduleOptions& s, const model::GPTStagesO
   }
 }
 
-TEST(MPipeOptions, BadLayoutsAreRejectedBeforeAnyProcessGroup) {
+TEST(MPipePipelineOptions, BadLayoutsAreRejectedBeforeAnyProcessGroup) {
   model::GPTStagesOptions g;
   g.config = tiny(false);
   g.config.num_layers = 8;
@@ -142,7 +142,7 @@ TEST(MPipeOptions, BadLayoutsAreRejectedBeforeAnyProcessGroup) {
   expect_rejected(s, g, "schedule.mpipe.transpose_layers must be >= 0");
 }
 
-TEST(MPipeOptions, APreprocessModuleIsOnlyTakenByMPipe) {
+TEST(MPipePipelineOptions, APreprocessModuleIsOnlyTakenByMPipe) {
   PipelineOptions o;
   o.schedule.kind = schedule::ScheduleKind::NoPipelining;
   o.schedule.pp = 1;
