@@ -1,5 +1,6 @@
 #include "bench/schedule_bench.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "bench/calibration.hpp"
@@ -54,13 +55,19 @@ TensorParallelRow tensor_parallel_row(const schedule::CostModel& cm, const sched
 // Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB)
 // interleaved; ZB-H1's (PP-1)(F+B-2W) over MB (F+B), stage 0's costs (at v
 // 1: the zero-bubble paper states none for its interleaved form, nor for
-// ZB-V beyond F = I = W).
+// ZB-V beyond F = I = W); DualPipe's (PP-1)(F&B+B-3W) over 2 MB (F+B), with
+// F&B = F + B on one thread and a forward longer than I adding F - I a rank
+// (tests/schedule/dualpipe_v_test.cpp).
 std::optional<double> theory_bubble(const schedule::ScheduleOptions& layout, const schedule::CostModel& cm) {
   const int mb = layout.micro_batches;
+  const schedule::StageCost c = cm.stage(0);
   if (layout.kind == schedule::ScheduleKind::ZeroBubble1P) {
-    const schedule::StageCost c = cm.stage(0);
     if (layout.vpp == 1 && layout.pp > 1) return (layout.pp - 1) * (c.f + c.b - 2 * c.weight_backward()) / (mb * (c.f + c.b));
     return std::nullopt;
+  }
+  if (layout.kind == schedule::ScheduleKind::DualPipeV) {
+    const double longer_forward = std::max(0.0, c.f - c.input_backward());
+    return (layout.pp - 1) * (c.f + 2 * c.b - 3 * c.weight_backward() + longer_forward) / (2 * mb * (c.f + c.b));
   }
   if (layout.kind != schedule::ScheduleKind::MPipe && layout.kind != schedule::ScheduleKind::ZeroBubbleV && layout.pp > 1)
     return static_cast<double>(layout.pp - 1) / (layout.vpp * mb);
@@ -93,8 +100,8 @@ runtime::PipelineOptions row_options(const BenchOptions& o, const std::string& n
   if (!schedule::kind_from_name(kind, &s.kind) ||
       (!body.empty() && (s.kind != schedule::ScheduleKind::MPipe || !schedule::kind_from_name(body, &s.mpipe.body))))
     throw std::invalid_argument("bench.schedules: unknown schedule '" + name +
-                                "'; allowed: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around "
-                                "interleaved), mpipe/1f1b, mpipe/gpipe");
+                                "'; allowed: " + schedule::kind_names() + " (mpipe around interleaved), or mpipe/BODY "
+                                "around one of " + schedule::mpipe_body_names() + ", e.g. mpipe/zb1p");
   const bool chunked = s.kind == schedule::ScheduleKind::Interleaved ||
                        (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.body == schedule::ScheduleKind::Interleaved);
   if (s.kind == schedule::ScheduleKind::NoPipelining && mesh > 1)

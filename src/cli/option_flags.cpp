@@ -41,9 +41,9 @@ std::vector<int> layer_counts_from_flag(const std::string& text) {
 }
 
 schedule::ScheduleKind mpipe_body_from_flag(const std::string& value) {
-  for (auto k : {schedule::ScheduleKind::Interleaved, schedule::ScheduleKind::OneFOneB, schedule::ScheduleKind::GPipe})
-    if (value == schedule::kind_name(k)) return k;
-  throw std::invalid_argument("--mpipe-body " + value + ": allowed: interleaved, 1f1b, gpipe");
+  schedule::ScheduleKind k;
+  if (schedule::kind_from_name(value, &k) && schedule::is_mpipe_body(k)) return k;
+  throw std::invalid_argument("--mpipe-body " + value + ": allowed: " + schedule::mpipe_body_names());
 }
 
 void apply_mpipe_flags(const std::string& mpipe_body, const std::string& overflow, bool vpp_given,

@@ -39,7 +39,7 @@ std::vector<OptionSpec> build_schema() {
        "(plan prints the mesh)",
        HP_FIELD(r.values->dp), "train.dp"},
       {"schedule.vpp", "--vpp", kLayout | kGenerate,
-       "model chunks (virtual stages) per rank (default: the schedule's, 2 for interleaved, mpipe and zbv, else 1)",
+       "model chunks (virtual stages) per rank (default: the schedule's, 2 for interleaved, mpipe, zbv and dualpipev, else 1)",
        HP_FIELD(r.schedule->vpp), "", false},
       {"schedule.micro_batches", "--mb", kLayout, "micro-batches per step", HP_FIELD(r.schedule->micro_batches)},
       {"schedule.group_size", "--group-size", kPlan | kJob,
@@ -53,7 +53,8 @@ std::vector<OptionSpec> build_schema() {
        "MPipe overflow: full, min, or auto (owners that minimise the simulated step; plan and train)",
        HP_FIELD(r.values->overflow)},
       {"schedule.mpipe.body", "--mpipe-body", kPlan | kJob,
-       "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank)",
+       "MPipe: the pipeline it transposes around: interleaved (the spec's), 1f1b or gpipe (one chunk per rank), "
+       "zb1p, zbv or dualpipev",
        HP_FIELD(r.values->mpipe_body)},
       {"schedule.mpipe.owner_backward", "--owner-backward", kLayout, "MPipe: owners run the preprocess backward",
        HP_FIELD(r.schedule->mpipe.owner_backward)},

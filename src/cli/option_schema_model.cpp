@@ -31,8 +31,8 @@ std::vector<OptionSpec> model_options() {
   constexpr unsigned kJob = kJobCommands, kRun = kRunCommands;
   return {
       {"bench.schedules", "--schedules", kBench,
-       "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, mpipe (around interleaved), "
-       "mpipe/1f1b, mpipe/gpipe",
+       "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, dualpipev, mpipe (around interleaved), "
+       "mpipe/BODY around another body (mpipe/1f1b, mpipe/zb1p, ...)",
        HP_FIELD(r.values->schedules)},
       // the model
       {"model.family", "--model", kRun, family_help(), HP_FIELD(r.values->model)},

@@ -88,7 +88,7 @@ std::string schedule_json(const schedule::Schedule& s) {
   j["ranks"] = nlohmann::json::array();
   for (const auto& rank : s.ranks) {
     auto& tokens = j["ranks"].emplace_back(nlohmann::json::array());
-    for (const auto& a : rank) tokens.push_back(schedule::format_action(a));
+    for (const std::string& token : schedule::format_actions(rank)) tokens.push_back(token);
   }
   return j.dump();
 }

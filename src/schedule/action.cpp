@@ -120,4 +120,40 @@ std::optional<Action> parse_action(std::string_view token, std::string* error) {
   return a;
 }
 
+std::vector<std::string> format_actions(const std::vector<Action>& actions) {
+  std::vector<std::string> out;
+  out.reserve(actions.size());
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (actions[i].overlap && i + 1 < actions.size()) {
+      out.push_back("(" + format_action(actions[i]) + ";" + format_action(actions[i + 1]) + ")");
+      ++i;
+    } else {
+      out.push_back(format_action(actions[i]));
+    }
+  }
+  return out;
+}
+
+bool parse_actions(std::string_view token, std::vector<Action>& out, std::string* error) {
+  if (token.empty() || token.front() != '(') {
+    std::optional<Action> a = parse_action(token, error);
+    if (a) out.push_back(*a);
+    return a.has_value();
+  }
+  const std::string tok(token);
+  const size_t semi = token.find(';');
+  if (token.back() != ')' || semi == std::string_view::npos)
+    return fail(error, "bad pair token '" + tok + "': expected a forward and a backward as (1F1;2B0)");
+  std::optional<Action> f = parse_action(token.substr(1, semi - 1), error);
+  if (!f) return false;
+  std::optional<Action> b = parse_action(token.substr(semi + 1, token.size() - semi - 2), error);
+  if (!b) return false;
+  if (f->type != ActionType::FWD || !is_input_backward(b->type))
+    return fail(error, "bad pair token '" + tok + "': an overlapped pair is a forward, then a backward (B or I), as (1F1;2B0)");
+  f->overlap = true;
+  out.push_back(*f);
+  out.push_back(*b);
+  return true;
+}
+
 }  // namespace hp::schedule

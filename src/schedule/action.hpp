@@ -13,12 +13,19 @@
 // there is none, followed by "@{peer}" when it has a peer:
 //   2F0  5B3  3I1  3W1  1SEND_F0@2  0MPIPE_PARAM_BROADCAST  0MPIPE_FWD_RECV3@3
 // format_action and parse_action round-trip exactly.
+//
+// A forward that runs overlapped with the backward right after it
+// (DualPipeV's F&B pair, PyTorch's OVERLAP_F_B) carries Action::overlap; a
+// rank's list writes the pair as one token, "(1F1;2B0)" (format_actions,
+// parse_actions). Nothing sits between the two: their receives come before
+// the pair, their sends after it.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hp::schedule {
 
@@ -56,9 +63,12 @@ struct Action {
   int stage = 0;
   int micro = -1;
   int peer = -1;
+  // A FWD that runs overlapped with the backward (BWD or BWD_I) that follows
+  // it in the rank's list. Last, so {type, stage, micro, peer} still builds one.
+  bool overlap = false;
 
   friend bool operator==(const Action& a, const Action& b) {
-    return a.type == b.type && a.stage == b.stage && a.micro == b.micro && a.peer == b.peer;
+    return a.type == b.type && a.stage == b.stage && a.micro == b.micro && a.peer == b.peer && a.overlap == b.overlap;
   }
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 };
@@ -122,8 +132,14 @@ constexpr ActionType matching_p2p(ActionType t) {
 // Whether a micro-batch index is part of the action (false for the collectives).
 constexpr bool has_micro(ActionType t) { return !is_collective(t); }
 
+// One action's token; an overlapped forward alone reads as a plain forward.
 std::string format_action(const Action& a);
-// Parses one token; returns nullopt (and sets *error when given) on bad input.
+// Parses one action's token; returns nullopt (and sets *error when given) on bad input.
 std::optional<Action> parse_action(std::string_view token, std::string* error = nullptr);
+// A rank's list as tokens, each overlapped pair as one "(F;B)" token.
+std::vector<std::string> format_actions(const std::vector<Action>& actions);
+// Appends the action or the overlapped pair one token holds; false (and
+// *error when given) on bad input, leaving out as it was.
+bool parse_actions(std::string_view token, std::vector<Action>& out, std::string* error = nullptr);
 
 }  // namespace hp::schedule

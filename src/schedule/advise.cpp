@@ -115,10 +115,11 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
     // Zero bubble: the backward split into I and W (half of B each).
     o.kind = ScheduleKind::ZeroBubble1P;
     layouts.push_back(o);
-    if (v == 2) {
-      o.kind = ScheduleKind::ZeroBubbleV;
-      layouts.push_back(o);
-    }
+    if (v == 2)
+      for (ScheduleKind k : {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV}) {
+        o.kind = k;
+        layouts.push_back(o);
+      }
     o.kind = ScheduleKind::MPipe;
     // One chunk per rank: MPipe also over 1F1B (fewer activations in flight) and GPipe.
     const std::vector<ScheduleKind> bodies =
@@ -146,7 +147,7 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
     c.options = o;
     c.name = o.kind == ScheduleKind::MPipe         ? mpipe_name(o)
              : o.kind == ScheduleKind::OneFOneB  ? "1f1b"
-             : o.kind == ScheduleKind::ZeroBubbleV ? "zbv"
+             : placed_in_v(o.kind)               ? std::string(kind_name(o.kind))
                                                    : std::string(kind_name(o.kind)) + " v=" + std::to_string(o.vpp);
     Schedule s;
     try {

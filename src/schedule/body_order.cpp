@@ -1,6 +1,7 @@
 #include "schedule/body_order.hpp"
 
 #include <algorithm>
+#include <deque>
 
 #include "schedule/generate.hpp"
 
@@ -165,6 +166,66 @@ Order zero_bubble_v(const ScheduleOptions& o) {
   return out;
 }
 
+// PyTorch's ScheduleDualPipeV (DeepSeek's dualpipev.py), rank by rank, in V
+// placement, for MB >= 2PP. Warm-up: 2(PP-1-r) chunk-0 forwards, r+1 pairs of
+// chunk-0 and chunk-1 forwards, PP-1-r rounds of a chunk-1 I, the oldest
+// pending W and a chunk-1 F. Steady: MB-2PP+r+1 rounds of two overlapped
+// pairs, (F chunk 0; B chunk 1) then (F chunk 1; B chunk 0), the last rank's
+// first (F; B) run apart; then PP-1-r rounds of a chunk-1 B and the pair
+// (F chunk 1; B chunk 0). Cool-down: r+1 rounds of a chunk-1 and a chunk-0
+// backward, whole in the first half and split into I from its middle on,
+// then PP-1-r rounds of a pending W and a chunk-0 backward, then the pending
+// W's, oldest first.
+Order dualpipe_v(const ScheduleOptions& o) {
+  const int pp = o.pp, mb = o.micro_batches;
+  Order out(pp);
+  for (int r = 0; r < pp; ++r) {
+    const int st[2] = {o.stage_of(r, 0), o.stage_of(r, 1)};
+    int next_f[2] = {0, 0}, next_b[2] = {0, 0};  // per chunk, the next forward's and input backward's micro
+    std::deque<Action> pending_w;                 // the W of every I not yet followed by it, oldest first
+    auto& ops = out[r];
+    ops.reserve(4 * static_cast<size_t>(mb));
+    auto f = [&](int c) { ops.push_back(fwd(st[c], next_f[c]++)); };
+    auto b = [&](int c) { ops.push_back(bwd(st[c], next_b[c]++)); };
+    auto i = [&](int c) {
+      ops.push_back(bwd_input(st[c], next_b[c]));
+      pending_w.push_back(bwd_weight(st[c], next_b[c]++));
+    };
+    auto w = [&] {
+      if (pending_w.empty()) return;
+      ops.push_back(pending_w.front());
+      pending_w.pop_front();
+    };
+    auto pair = [&](int fc, int bc) {
+      f(fc);
+      ops.back().overlap = true;
+      b(bc);
+    };
+    for (int k = 0; k < 2 * (pp - 1 - r); ++k) f(0);
+    for (int k = 0; k <= r; ++k) f(0), f(1);
+    for (int k = 0; k < pp - 1 - r; ++k) i(1), w(), f(1);
+    for (int k = 0; k < mb - 2 * pp + r + 1; ++k) {
+      if (k == 0 && r == pp - 1)
+        f(0), b(1);
+      else
+        pair(0, 1);
+      pair(1, 0);
+    }
+    for (int k = 0; k < pp - 1 - r; ++k) b(1), pair(1, 0);
+    bool split = false;
+    const int half = (r + 1) / 2;
+    for (int k = 0; k <= r; ++k) {
+      if (k == half && r % 2 == 1) split = true;
+      split ? i(1) : b(1);
+      if (k == half && r % 2 == 0) split = true;
+      split ? i(0) : b(0);
+    }
+    for (int k = 0; k < pp - 1 - r; ++k) w(), i(0);
+    while (!pending_w.empty()) w();
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<MicroChunk> interleaved_table(int micro_batches, int vpp, int group) {
@@ -193,6 +254,7 @@ Order training_order(const ScheduleOptions& o) {
     case ScheduleKind::Interleaved: return interleaved(o);
     case ScheduleKind::ZeroBubble1P: return zero_bubble_1p(o);
     case ScheduleKind::ZeroBubbleV: return zero_bubble_v(o);
+    case ScheduleKind::DualPipeV: return dualpipe_v(o);
     case ScheduleKind::MPipe: {
       ScheduleOptions body = o;
       body.kind = o.mpipe.body;
@@ -210,9 +272,11 @@ std::vector<std::vector<Action>> body_compute_order(const ScheduleOptions& o) {
   // Forward-only keeps each rank's forwards in the training order: the
   // interleaved table still decides which chunk runs next.
   if (o.forward_only)
-    for (auto& ops : order)
+    for (auto& ops : order) {
       ops.erase(std::remove_if(ops.begin(), ops.end(), [](const Action& a) { return is_backward(a.type); }),
                 ops.end());
+      for (Action& a : ops) a.overlap = false;
+    }
   return order;
 }
 

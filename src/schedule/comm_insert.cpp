@@ -268,23 +268,24 @@ BodyComms::BodyComms(const ScheduleOptions& o, std::vector<std::vector<Action>> 
     }
 
   // Natural placement: slot i holds the send of compute i - 1, then the
-  // receive compute i consumes; both at most one, so the lists start sorted.
+  // receive compute i consumes. An overlapped pair (computes i and i + 1)
+  // takes both its receives in slot i and both its sends in slot i + 2, so
+  // nothing comes between the two; repairs move receives only into slots
+  // that already hold an end, so slot i + 1 stays empty. Only pairs leave a
+  // rank's ends out of order, and sort_ends mends the few they displace.
   Ends& ends = ends_;
   ends.resize(l.pp);
   for (int r = 0; r < l.pp; ++r) {
     const int n = static_cast<int>(compute[r].size());
     ends[r].reserve(2 * n);
-    for (int i = 0; i <= n; ++i) {
-      if (i > 0) {
-        const Action& p = compute[r][i - 1];
-        if (const int k = msg_of[l.id(p.type, p.stage, p.micro)]; k >= 0) ends[r].emplace_back(i, true, k);
-      }
-      if (i == n) break;
+    for (int i = 0; i < n; ++i) {
       const Action& c = compute[r][i];
-      if (c.type == ActionType::BWD_W) continue;
+      const bool first_of_pair = c.overlap && i + 1 < n, second_of_pair = i > 0 && compute[r][i - 1].overlap;
       const int from_stage = c.type == ActionType::FWD ? c.stage - 1 : c.stage + 1;
-      if (from_stage < 0 || from_stage >= l.stages || l.rank_of(from_stage) == r) continue;
-      ends[r].emplace_back(i, false, msg_of[l.id(c.type, from_stage, c.micro)]);
+      if (c.type != ActionType::BWD_W && from_stage >= 0 && from_stage < l.stages && l.rank_of(from_stage) != r)
+        ends[r].emplace_back(second_of_pair ? i - 1 : i, false, msg_of[l.id(c.type, from_stage, c.micro)]);
+      if (const int k = msg_of[l.id(c.type, c.stage, c.micro)]; k >= 0)
+        ends[r].emplace_back(first_of_pair ? i + 2 : i + 1, true, k);
     }
   }
 

@@ -38,13 +38,21 @@ void check_group_size(const ScheduleOptions& o) {
 
 void check_mpipe(const ScheduleOptions& o) {
   const MPipeOptions& m = o.mpipe;
-  if (m.body != ScheduleKind::Interleaved && m.body != ScheduleKind::OneFOneB && m.body != ScheduleKind::GPipe)
-    reject("schedule.mpipe.body must be interleaved, 1f1b or gpipe (the pipeline MPipe transposes around), got " +
+  if (!is_mpipe_body(m.body))
+    reject("schedule.mpipe.body must be one of " + mpipe_body_names() + " (the pipeline MPipe transposes around), got " +
            std::string(kind_name(m.body)));
-  if (m.body != ScheduleKind::Interleaved && o.vpp != 1)
-    reject("schedule.mpipe.body " + std::string(kind_name(m.body)) +
-           " runs one chunk per rank: use schedule.vpp 1, or schedule.mpipe.body interleaved for schedule.vpp > 1 (got schedule.vpp " +
-           str(o.vpp) + ")");
+  // The body's own rules, its kind named as MPipe's body.
+  ScheduleOptions body = o;
+  body.kind = m.body;
+  try {
+    check_options(body);
+  } catch (const std::invalid_argument& e) {
+    std::string msg = e.what();
+    const std::string kind = "schedule.kind ", as_body = "schedule.mpipe.body ";
+    for (size_t at = msg.find(kind); at != std::string::npos; at = msg.find(kind, at + as_body.size()))
+      msg.replace(at, kind.size(), as_body);
+    reject(msg);
+  }
   if (o.pp < 2)
     reject("MPipe Transpose needs schedule.pp >= 2: with one rank there is no idle warmup to transpose into (got schedule.pp " +
            str(o.pp) + ")");
@@ -104,9 +112,17 @@ void check_options(const ScheduleOptions& o) {
     case ScheduleKind::ZeroBubble1P:
     case ScheduleKind::MPipe: check_group_size(o); break;
     case ScheduleKind::ZeroBubbleV:
+    case ScheduleKind::DualPipeV:
       if (o.vpp != 2)
-        reject("schedule.kind zbv runs two chunks per rank in V placement (rank r holds stages r and 2 x schedule.pp - 1 - r):"
+        reject("schedule.kind " + std::string(kind_name(o.kind)) +
+               " runs two chunks per rank in V placement (rank r holds stages r and 2 x schedule.pp - 1 - r):"
                " use schedule.vpp 2 (got schedule.vpp " + str(o.vpp) + ")");
+      // PyTorch's and DeepSeek's DualPipeV need every stage busy in the
+      // steady phase: rank 0 warms up 2 PP deep before its first pair.
+      if (o.kind == ScheduleKind::DualPipeV && o.micro_batches < 2 * o.pp)
+        reject("schedule.kind dualpipev needs schedule.micro_batches >= 2 x schedule.pp = " + str(2 * o.pp) +
+               " (one per stage; got schedule.micro_batches " + str(o.micro_batches) +
+               "); use more micro-batches, or schedule.kind zbv, which takes any");
       break;
   }
   if (o.layers > 0 && o.layers < o.num_stages())
@@ -130,7 +146,14 @@ Schedule filter(const Schedule& s, bool (*keep)(ActionType)) {
   out.ranks.resize(s.ranks.size());
   for (size_t r = 0; r < s.ranks.size(); ++r)
     for (const Action& a : s.ranks[r])
-      if (keep(a.type)) out.ranks[r].push_back(a);
+      if (keep(a.type)) {
+        // A pair whose backward is filtered out is no pair.
+        if (!out.ranks[r].empty() && out.ranks[r].back().overlap && !is_input_backward(a.type))
+          out.ranks[r].back().overlap = false;
+        out.ranks[r].push_back(a);
+      }
+  for (auto& rank : out.ranks)
+    if (!rank.empty()) rank.back().overlap = false;
   return out;
 }
 

@@ -5,7 +5,7 @@
 
 namespace hp::schedule {
 namespace {
-constexpr std::array<std::pair<ScheduleKind, std::string_view>, 7> kKinds = {{
+constexpr std::array<std::pair<ScheduleKind, std::string_view>, 8> kKinds = {{
     {ScheduleKind::NoPipelining, "no-pipelining"},
     {ScheduleKind::GPipe, "gpipe"},
     {ScheduleKind::OneFOneB, "1f1b"},
@@ -13,6 +13,7 @@ constexpr std::array<std::pair<ScheduleKind, std::string_view>, 7> kKinds = {{
     {ScheduleKind::MPipe, "mpipe"},
     {ScheduleKind::ZeroBubble1P, "zb1p"},
     {ScheduleKind::ZeroBubbleV, "zbv"},
+    {ScheduleKind::DualPipeV, "dualpipev"},
 }};
 }  // namespace
 
@@ -28,9 +29,16 @@ std::string kind_names() {
   return out;
 }
 
+std::string mpipe_body_names() {
+  std::string out;
+  for (auto& [kind, name] : kKinds)
+    if (is_mpipe_body(kind)) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out;
+}
+
 int default_vpp(const ScheduleOptions& o) {
   const ScheduleKind k = o.kind == ScheduleKind::MPipe ? o.mpipe.body : o.kind;
-  return k == ScheduleKind::Interleaved || k == ScheduleKind::ZeroBubbleV ? 2 : 1;
+  return k == ScheduleKind::Interleaved || placed_in_v(k) ? 2 : 1;
 }
 
 bool kind_from_name(std::string_view name, ScheduleKind* out) {

@@ -12,12 +12,17 @@ namespace hp::schedule {
 
 // ZeroBubble1P: ZB-H1 at v 1, PyTorch's ScheduleInterleavedZeroBubble at any
 // v; ZeroBubbleV: PyTorch's ScheduleZBVZeroBubble, two chunks per rank in V
-// placement. Both split the backward into BWD_I and BWD_W (action.hpp).
-enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe, ZeroBubble1P, ZeroBubbleV };
-// Whether the schedule runs each backward as BWD_I then BWD_W (zb1p, zbv).
+// placement; DualPipeV: PyTorch's ScheduleDualPipeV (DeepSeek's DualPipeV),
+// V placement, MB >= 2 PP, overlapped F&B pairs in its steady phase. All
+// three split the backward into BWD_I and BWD_W (action.hpp), DualPipeV only
+// in its warm-up and cool-down.
+enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe, ZeroBubble1P, ZeroBubbleV, DualPipeV };
+// Whether the schedule runs backwards as BWD_I then BWD_W (zb1p, zbv, dualpipev).
 constexpr bool splits_backward(ScheduleKind k) {
-  return k == ScheduleKind::ZeroBubble1P || k == ScheduleKind::ZeroBubbleV;
+  return k == ScheduleKind::ZeroBubble1P || k == ScheduleKind::ZeroBubbleV || k == ScheduleKind::DualPipeV;
 }
+// Whether the schedule places its two chunks per rank in V (zbv, dualpipev).
+constexpr bool placed_in_v(ScheduleKind k) { return k == ScheduleKind::ZeroBubbleV || k == ScheduleKind::DualPipeV; }
 std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
 bool kind_from_name(std::string_view name, ScheduleKind* out);
 // Every kind's name, comma-separated, for help texts and refusals.
@@ -55,7 +60,10 @@ struct MPipeOptions {
   // The pipeline MPipe transposes around (spec section 4 builds it on
   // interleaved 1F1B); OneFOneB or GPipe run one chunk per rank. At v 1
   // OneFOneB keeps fewer activations in flight (rank 0 warms up PP-1 deep,
-  // not 2(PP-1)); GPipe runs every forward before any backward.
+  // not 2(PP-1)); GPipe runs every forward before any backward. The
+  // zero-bubble schedules (zb1p, zbv, dualpipev) keep stage 0 on rank 0 as
+  // the others do, so the transposed warm-up is the same around them; the
+  // preprocess backward follows stage 0's input backward (B or I).
   ScheduleKind body = ScheduleKind::Interleaved;
 };
 
@@ -75,10 +83,9 @@ struct ScheduleOptions {
   bool forward_only = false;
 
   int num_stages() const { return pp * vpp; }
-  // The schedule's placement (its body's under MPipe): V for zbv, else Loop.
+  // The schedule's placement (its body's under MPipe): V for zbv and dualpipev, else Loop.
   Placement placement() const {
-    return (kind == ScheduleKind::MPipe ? mpipe.body : kind) == ScheduleKind::ZeroBubbleV ? Placement::V
-                                                                                          : Placement::Loop;
+    return placed_in_v(kind == ScheduleKind::MPipe ? mpipe.body : kind) ? Placement::V : Placement::Loop;
   }
   // A rank's chunk as a global stage, and back; every stage-to-rank question
   // of the engine and the runtime goes through these three.
@@ -107,7 +114,8 @@ struct ScheduleOptions {
 };
 
 // The chunks per rank a schedule runs when the user names none: 2 for
-// interleaved 1F1B, zbv and MPipe over them; 1 for every other schedule and body.
+// interleaved 1F1B, zbv, dualpipev and MPipe over them; 1 for every other
+// schedule and body.
 int default_vpp(const ScheduleOptions& o);
 
 struct Schedule {
@@ -119,6 +127,11 @@ struct Schedule {
   int stage_rank(int stage) const { return options.rank_of(stage); }
   int stage_chunk(int stage) const { return options.chunk_of(stage); }
 };
+
+// Whether MPipe transposes around the kind (every kind but MPipe and
+// no-pipelining), and those kinds' names, comma-separated.
+constexpr bool is_mpipe_body(ScheduleKind k) { return k != ScheduleKind::MPipe && k != ScheduleKind::NoPipelining; }
+std::string mpipe_body_names();
 
 // Owner rank of micro m's preprocess forward under MPipe (spec section 2):
 // "full": m % NT; "min": m for m < NT, rank 0 for the overflow; "auto": owners[m].

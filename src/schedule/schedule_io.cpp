@@ -54,11 +54,10 @@ size_t content_line_count(const std::vector<std::string_view>& lines) {
   throw std::invalid_argument(where + ": " + what);
 }
 
-Action parse_token(std::string_view token, const std::string& where) {
+// Appends the action, or the overlapped pair, the token holds.
+void parse_token(std::string_view token, const std::string& where, std::vector<Action>& out) {
   std::string error;
-  std::optional<Action> a = parse_action(token, &error);
-  if (!a) fail(where, error);
-  return *a;
+  if (!parse_actions(token, out, &error)) fail(where, error);
 }
 
 // Peers can only be checked once the number of rows is known. Whether a peer
@@ -153,12 +152,16 @@ Overflow infer_overflow(const Schedule& s, std::vector<int>* owners) {
   return Overflow::Auto;
 }
 
-// The body MPipe transposes around: the first of interleaved (the spec's),
-// 1F1B and GPipe whose compute order the schedule's FWDs and BWDs follow.
-// Where two bodies coincide (few micro-batches) either regenerates the same
-// schedule. One that follows none is read as interleaved, and validate() says
-// what is wrong with it.
+// The body MPipe transposes around: a zero-bubble schedule's split backward,
+// placement and pairs name it as they name the schedule alone; else the first
+// of interleaved (the spec's), 1F1B and GPipe whose compute order the
+// schedule's FWDs and BWDs follow. Where two bodies coincide (few
+// micro-batches) either regenerates the same schedule. One that follows none
+// is read as interleaved, and validate() says what is wrong with it.
 ScheduleKind infer_mpipe_body(const Schedule& s) {
+  Schedule alone = filter(s, [](ActionType t) { return !is_mpipe(t); });
+  infer_options(alone);
+  if (splits_backward(alone.options.kind)) return alone.options.kind;
   if (s.options.vpp > 1) return ScheduleKind::Interleaved;
   const Schedule compute = filter(s, [](ActionType t) { return t == ActionType::FWD || t == ActionType::BWD; });
   for (ScheduleKind body : {ScheduleKind::Interleaved, ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
@@ -196,9 +199,9 @@ std::string to_text(const Schedule& s) {
   std::string out;
   for (int r = 0; r < s.pp(); ++r) {
     out += "rank " + std::to_string(r) + ":";
-    for (const Action& a : s.ranks[r]) {
+    for (const std::string& token : format_actions(s.ranks[r])) {
       out += ' ';
-      out += format_action(a);
+      out += token;
     }
     out += '\n';
   }
@@ -209,9 +212,9 @@ std::string to_csv(const Schedule& s) {
   std::string out;
   for (int r = 0; r < s.pp(); ++r) {
     out += std::to_string(r);
-    for (const Action& a : s.ranks[r]) {
+    for (const std::string& token : format_actions(s.ranks[r])) {
       out += ',';
-      out += format_action(a);
+      out += token;
     }
     out += '\n';
   }
@@ -251,8 +254,8 @@ Schedule from_text(const std::string& text) {
       size_t end = rest.find_first_of(" \t", pos);
       if (end == std::string_view::npos) end = rest.size();
       ++index;
-      actions.push_back(parse_token(rest.substr(pos, end - pos),
-                                    where + " (rank " + std::to_string(rank) + "), token " + std::to_string(index)));
+      parse_token(rest.substr(pos, end - pos), where + " (rank " + std::to_string(rank) + "), token " + std::to_string(index),
+                  actions);
       pos = end;
     }
     s.ranks.push_back(std::move(actions));
@@ -297,7 +300,7 @@ Schedule from_csv(const std::string& csv) {
     for (size_t c = 1; c < cells.size(); ++c) {
       const std::string cell_where = where + " (rank " + std::to_string(rank) + "), cell " + std::to_string(c + 1);
       if (cells[c].empty()) fail(cell_where, "empty cell between actions; expected an action token such as 0F3");
-      actions.push_back(parse_token(cells[c], cell_where));
+      parse_token(cells[c], cell_where, actions);
     }
     s.ranks.push_back(std::move(actions));
   }
@@ -314,8 +317,10 @@ void infer_options(Schedule& s) {
   bool mpipe = false;
   bool backward = false;
   bool split = false;  // the backward runs as I and W: a zero-bubble schedule
+  bool pairs = false;  // overlapped F&B pairs: DualPipeV
   for (const auto& rank : s.ranks) {
     for (const Action& a : rank) {
+      pairs = pairs || a.overlap;
       max_stage = std::max(max_stage, a.stage);
       max_micro = std::max(max_micro, a.micro);
       mpipe = mpipe || is_mpipe(a.type);
@@ -350,7 +355,7 @@ void infer_options(Schedule& s) {
     s.options.kind = ScheduleKind::MPipe;
     s.options.mpipe = infer_mpipe(s);
   } else if (v_placed) {
-    s.options.kind = ScheduleKind::ZeroBubbleV;
+    s.options.kind = pairs ? ScheduleKind::DualPipeV : ScheduleKind::ZeroBubbleV;
   } else if (split) {
     s.options.kind = ScheduleKind::ZeroBubble1P;
   } else if (vpp > 1) {

@@ -16,7 +16,8 @@ std::string to_csv(const Schedule& s);
 // The layout (pp, vpp, micro_batches, kind, MPipe options) is inferred from the
 // actions: pp = rows, stages = max stage + 1, vpp = stages / pp,
 // micro_batches = max micro + 1, kind = MPipe when any MPIPE_* action appears,
-// zbv when two chunks per rank sit in V placement (schedule.hpp), zb1p when
+// zbv when two chunks per rank sit in V placement (schedule.hpp), dualpipev
+// when they do and overlapped pairs appear, zb1p when
 // the backward is split, else the loop schedule the order looks like.
 Schedule from_text(const std::string& text);
 Schedule from_csv(const std::string& csv);

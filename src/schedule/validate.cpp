@@ -156,6 +156,12 @@ class Validator {
     }
   }
 
+  bool pairs_with_next(int r, int p) const {
+    const auto& list = s_.ranks[r];
+    return act(r, p).type == ActionType::FWD && p + 1 < static_cast<int>(list.size()) &&
+           is_input_backward(list[p + 1].type);
+  }
+
   // Later checks index by stage, micro and peer, so they run only on a
   // structurally sound schedule.
   bool check_structure() {
@@ -167,6 +173,8 @@ class Validator {
           add_at(r, p, why);
           ok = false;
         }
+        if (a.overlap && !pairs_with_next(r, p))
+          add_at(r, p, "an overlapped forward must be followed at once by a backward (B or I) of this rank, as (1F1;2B0)");
         if (is_mpipe(a.type)) has_mpipe_ = true;
       }
     return ok;

@@ -33,7 +33,8 @@ TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
   expect_error("plan --schedule mpipe --overflow most", "--overflow most: allowed: full, min, auto");
   expect_error("plan --schedule mpipe --pp 4 --vpp 1 --layers 8 --transpose-layers 2", "--transpose-layers");
   expect_error("plan --schedule mpipe --pp 1 --vpp 1", "MPipe Transpose needs --pp >= 2");
-  expect_error("plan --schedule mpipe --mpipe-body zigzag", "--mpipe-body zigzag: allowed: interleaved, 1f1b, gpipe");
+  expect_error("plan --schedule mpipe --mpipe-body zigzag",
+               "--mpipe-body zigzag: allowed: gpipe, 1f1b, interleaved, zb1p, zbv, dualpipev");
   expect_error("plan --schedule mpipe --mpipe-body 1f1b --vpp 2",
                "--mpipe-body 1f1b runs one chunk per rank: use --vpp 1, or --mpipe-body interleaved for --vpp > 1");
   expect_error("plan --schedule no-pipelining --pp 2", "use --pp 1 --vpp 1");
@@ -71,6 +72,9 @@ TEST(Cli, TheCampaignsLeftoversAreRefusedInOneLine) {
   expect_error("train --schedule zbv --vpp 3",
                "--schedule zbv runs two chunks per rank in V placement (rank r holds stages r and 2 x --nproc - 1 - r): "
                "use --vpp 2 (got --vpp 3)");
+  expect_error("train --schedule dualpipev --nproc 4 --mb 6",
+               "--schedule dualpipev needs --mb >= 2 x --nproc = 8 (one per stage; got --mb 6); use more micro-batches, "
+               "or --schedule zbv, which takes any");
 }
 
 TEST(PlanCli, DataParallelPrintsTheMesh) {

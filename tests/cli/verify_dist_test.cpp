@@ -27,7 +27,7 @@ TEST(VerifyDist, OneStepOfALayoutAgainstOneProcessNamesEveryGradient) {
   EXPECT_NE(strict.output.find("FAILED: worst relative error"), std::string::npos) << strict.output;
 }
 
-// The split backward (zb1p, zbv) with every model and option it meets: the
+// The split backward (zb1p, zbv, dualpipev) with every model and option it meets: the
 // VL tower, mHC recomputed in the backward, context parallelism, the Hybrid
 // model; each step equals one process's.
 TEST(VerifyDist, SplitSchedulesMatchOneProcessWithEveryModelAndOption) {
@@ -36,7 +36,9 @@ TEST(VerifyDist, SplitSchedulesMatchOneProcessWithEveryModelAndOption) {
        {"--nproc 2 --schedule zbv --model vl --mb 4", "--nproc 2 --schedule zb1p --model vl --vpp 2 --mb 3",
         "--nproc 2 --schedule zb1p --mhc --recompute-modules mhc --mb 3",
         "--nproc 2 --schedule zbv --mhc --recompute-modules mhc --mb 2", "--nproc 4 --cp 2 --schedule zb1p --mb 3",
-        "--nproc 4 --cp 2 --schedule zbv --mb 2", "--nproc 2 --schedule zbv --model hybrid --hybrid-pattern 'M*|-E|*-|M' --mb 3"}) {
+        "--nproc 4 --cp 2 --schedule zbv --mb 2", "--nproc 2 --schedule zbv --model hybrid --hybrid-pattern 'M*|-E|*-|M' --mb 3",
+        "--nproc 2 --schedule dualpipev --model vl --mb 4", "--nproc 2 --schedule dualpipev --mhc --recompute-modules mhc --mb 5",
+        "--nproc 2 --schedule dualpipev --model hybrid --hybrid-pattern 'M*|-E|*-|M' --mb 4"}) {
     const auto r = run_command(hyperpipe() + " verify " + layout + small, 120);
     EXPECT_EQ(r.exit_code, 0) << layout << "\n" << r.output;
     EXPECT_NE(r.output.find("OK: worst relative error"), std::string::npos) << layout << "\n" << r.output;

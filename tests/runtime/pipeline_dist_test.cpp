@@ -58,7 +58,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Job{"zb1p", 2, 1, kCases}, Job{"zb1p", 2, 2, kCases}, Job{"zb1p", 4, 1, kCases},
                       Job{"zb1p", 4, 2, kCases},
                       // V placement: rank 0 holds the first and the last stage.
-                      Job{"zbv", 2, 2, kCases}, Job{"zbv", 4, 2, kCases}),
+                      Job{"zbv", 2, 2, kCases}, Job{"zbv", 4, 2, kCases},
+                      // DualPipeV: V placement, MB >= 2 PP, overlapped F&B pairs and the split backward.
+                      Job{"dualpipev", 2, 2, {"4 0 0 0 0 0", "5 1 1 0 0 0", "4 0 1 1 0 0", "6 1 0 0 1 0", "5 0 0 1 1 0",
+                                              "7 1 1 0 0 2", "4 0 0 1 0 1"}},
+                      Job{"dualpipev", 4, 2, {"8 1 1 0 0 0", "10 0 0 1 1 0"}}),
     [](const auto& info) {
       return info.param.schedule + "_pp" + std::to_string(info.param.pp) + "_vpp" + std::to_string(info.param.vpp);
     });

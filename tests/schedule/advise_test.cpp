@@ -139,8 +139,14 @@ TEST(Advise, RanksTheZeroBubbleSchedulesBesideTheOthers) {
     auto it = std::find_if(a.ranked.begin(), a.ranked.end(), [&](const Candidate& c) { return c.name == name; });
     return it == a.ranked.end() ? nullptr : &*it;
   };
-  for (const char* name : {"zb1p v=1", "zb1p v=2", "zbv"}) ASSERT_NE(named(name), nullptr) << name;
+  for (const char* name : {"zb1p v=1", "zb1p v=2", "zbv", "dualpipev"}) ASSERT_NE(named(name), nullptr) << name;
   EXPECT_EQ(named("zbv")->options.vpp, 2);
+  EXPECT_EQ(named("dualpipev")->options.vpp, 2);
+  // Below 2 PP micro-batches DualPipeV is skipped with its reason.
+  const Advice few = advise(m, 4, 6);
+  EXPECT_NE(std::find_if(few.skipped.begin(), few.skipped.end(),
+                         [](const std::string& s) { return s.rfind("dualpipev: ", 0) == 0 && s.find(">= 2 x") != std::string::npos; }),
+            few.skipped.end());
   EXPECT_LT(named("zb1p v=1")->step_time, best_of(a, ScheduleKind::OneFOneB).step_time);
   EXPECT_LE(named("zb1p v=1")->peak_layer_activations, best_of(a, ScheduleKind::OneFOneB).peak_layer_activations);
 }

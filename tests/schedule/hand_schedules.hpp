@@ -49,9 +49,7 @@ inline Schedule from_text(int pp, int micro_batches, const std::vector<std::stri
     s.ranks.emplace_back();
     for (std::string tok; in >> tok;) {
       std::string err;
-      auto a = parse_action(tok, &err);
-      EXPECT_TRUE(a.has_value()) << err;
-      if (a) s.ranks.back().push_back(*a);
+      EXPECT_TRUE(parse_actions(tok, s.ranks.back(), &err)) << err;
     }
   }
   return s;

@@ -245,6 +245,51 @@ TEST(MPipeOptions, RejectsBadInputNamingTheFlag) {
 // Every valid option combination over PP 2..8, v 1..4, MB 1..32, and at v 1
 // every body: the schedule validates, stripping MPIPE_* leaves the plain body
 // exactly, and each MPipe step appears as often as the layout says.
+// MPipe around a body: valid, stripped back to the body exactly, and the
+// MPIPE_* steps the options call for, each as often as it should appear.
+void expect_invariant_and_valid(const ScheduleOptions& o, const std::vector<std::vector<Action>>& body) {
+  const MPipeOptions& m = o.mpipe;
+  const int pp = o.pp, mb = o.micro_batches, t = m.transpose_layers;
+  const std::string where = std::string(kind_name(m.body)) + " body, pp " + std::to_string(pp) + " v " +
+                            std::to_string(o.vpp) + " mb " + std::to_string(mb) + " T " + std::to_string(t) +
+                            (m.overflow == Overflow::Min ? " min" : " full") + (m.owner_backward ? " owner-backward" : "") +
+                            (m.frozen_preprocess ? " frozen" : "");
+  const Schedule s = generate_mpipe(o);
+  const auto res = validate(s);
+  ASSERT_TRUE(res.ok()) << where << "\n" << res.to_string();
+  ASSERT_EQ(filter(s, not_mpipe).ranks, body) << where;
+  int elsewhere = 0, at_rank0 = 0;
+  for (int i = 0; i < mb; ++i) (mpipe_owner(o, i) == 0 ? at_rank0 : elsewhere)++;
+  const bool trainable = t > 0 && !m.frozen_preprocess;
+  const bool ship_graph = trainable && !m.owner_backward;
+  ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_FWD), mb) << where;
+  ASSERT_EQ(count(s, ActionType::MPIPE_FWD_SEND), elsewhere) << where;
+  ASSERT_EQ(count(s, ActionType::MPIPE_PARAM_BROADCAST), t > 0 ? pp : 0) << where;
+  ASSERT_EQ(count(s, ActionType::MPIPE_GRAPH_RECV), ship_graph ? elsewhere : 0) << where;
+  ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_BWD), !trainable ? 0 : m.owner_backward ? at_rank0 : mb) << where;
+  ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_SEND), m.owner_backward ? elsewhere : 0) << where;
+  ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_REDUCE), m.owner_backward ? pp : 0) << where;
+}
+
+// Every accepted combination of T, overflow, owner-backward and frozen over
+// a body layout; returns how many it checked.
+int check_every_option(const ScheduleOptions& layout) {
+  const auto body = plain_body(layout);
+  int checked = 0;
+  for (int t = 0; t <= 2; ++t)
+    for (Overflow overflow : {Overflow::Full, Overflow::Min})
+      for (bool owner_backward : {false, true})
+        for (bool frozen : {false, true}) {
+          auto o = layout;
+          o.mpipe = {t, overflow, owner_backward, frozen, {}, layout.mpipe.body};
+          if (!rejection(o).empty()) continue;
+          expect_invariant_and_valid(o, body);
+          if (::testing::Test::HasFatalFailure()) return checked;
+          ++checked;
+        }
+  return checked;
+}
+
 TEST(MPipeGrid, InvariantAndValidity) {
   int checked = 0;
   for (int pp = 2; pp <= 8; ++pp)
@@ -254,43 +299,34 @@ TEST(MPipeGrid, InvariantAndValidity) {
           if (v > 1 && body_kind != ScheduleKind::Interleaved) continue;
           auto layout = mpipe_opts(pp, v, mb);
           layout.mpipe.body = body_kind;
-          const auto body = plain_body(layout);
-          for (int t = 0; t <= 2; ++t)
-            for (Overflow overflow : {Overflow::Full, Overflow::Min})
-              for (bool owner_backward : {false, true})
-                for (bool frozen : {false, true}) {
-                  auto o = layout;
-                  o.mpipe = {t, overflow, owner_backward, frozen, {}, body_kind};
-                  if (!rejection(o).empty()) continue;
-                  const Schedule s = generate_mpipe(o);
-                  const std::string where = std::string(kind_name(body_kind)) + " body, pp " + std::to_string(pp) +
-                                            " v " + std::to_string(v) + " mb " + std::to_string(mb) + " T " +
-                                            std::to_string(t) +
-                                            (overflow == Overflow::Min ? " min" : " full") +
-                                            (owner_backward ? " owner-backward" : "") + (frozen ? " frozen" : "");
-                  const auto res = validate(s);
-                  ASSERT_TRUE(res.ok()) << where << "\n" << res.to_string();
-                  ASSERT_EQ(filter(s, not_mpipe).ranks, body) << where;
-
-                  int elsewhere = 0, at_rank0 = 0;
-                  for (int m = 0; m < mb; ++m) (mpipe_owner(o, m) == 0 ? at_rank0 : elsewhere)++;
-                  const bool trainable = t > 0 && !frozen;
-                  const bool ship_graph = trainable && !owner_backward;
-                  ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_FWD), mb) << where;
-                  ASSERT_EQ(count(s, ActionType::MPIPE_FWD_SEND), elsewhere) << where;
-                  ASSERT_EQ(count(s, ActionType::MPIPE_PARAM_BROADCAST), t > 0 ? pp : 0) << where;
-                  ASSERT_EQ(count(s, ActionType::MPIPE_GRAPH_RECV), ship_graph ? elsewhere : 0) << where;
-                  ASSERT_EQ(count(s, ActionType::MPIPE_TRANSPOSE_BWD),
-                            !trainable ? 0 : owner_backward ? at_rank0 : mb)
-                      << where;
-                  ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_SEND), owner_backward ? elsewhere : 0) << where;
-                  ASSERT_EQ(count(s, ActionType::MPIPE_GRAD_REDUCE), owner_backward ? pp : 0) << where;
-                  ++checked;
-                }
+          checked += check_every_option(layout);
+          if (HasFatalFailure()) return;
         }
   // Per layout: T=0 with full/min x frozen or not (4), T=1 and T=2 with
   // full/min x (trainable, frozen, owner-backward) (6 each); v 1 has three bodies.
   EXPECT_EQ(checked, 7 * (3 + 3) * 32 * 16);
+}
+
+// Around the zero-bubble bodies: zb1p at v 1 to 3 and any MB, zbv at any MB,
+// dualpipev from MB = 2 PP; each read back from CSV names its body.
+TEST(MPipeGrid, AroundTheZeroBubbleBodies) {
+  int checked = 0, layouts = 0;
+  for (int pp = 2; pp <= 5; ++pp)
+    for (int mb = 1; mb <= 3 * pp + 1; ++mb)
+      for (auto [body_kind, v] : {std::pair{ScheduleKind::ZeroBubble1P, 1}, {ScheduleKind::ZeroBubble1P, 2},
+                                  {ScheduleKind::ZeroBubble1P, 3}, {ScheduleKind::ZeroBubbleV, 2},
+                                  {ScheduleKind::DualPipeV, 2}}) {
+        if (body_kind == ScheduleKind::DualPipeV && mb < 2 * pp) continue;
+        auto layout = mpipe_opts(pp, v, mb);
+        layout.mpipe.body = body_kind;
+        checked += check_every_option(layout);
+        if (HasFatalFailure()) return;
+        ++layouts;
+        layout.mpipe.transpose_layers = 1;
+        EXPECT_EQ(from_csv(to_csv(generate_mpipe(layout))).options.mpipe.body, body_kind)
+            << kind_name(body_kind) << " pp " << pp << " mb " << mb;
+      }
+  EXPECT_EQ(checked, 16 * layouts);
 }
 
 // Issue 13 part 6: the spec's interleaved body at v 1 warms rank 0 up
@@ -321,8 +357,15 @@ TEST(MPipeBodies, OneChunkBodiesRefuseChunksAndOnlyPipelinesAreBodies) {
   EXPECT_EQ(rejection(o), "");
   o.mpipe.body = ScheduleKind::NoPipelining;
   EXPECT_EQ(rejection(o),
-            "schedule.mpipe.body must be interleaved, 1f1b or gpipe (the pipeline MPipe transposes around), got "
-            "no-pipelining");
+            "schedule.mpipe.body must be one of gpipe, 1f1b, interleaved, zb1p, zbv, dualpipev (the pipeline MPipe "
+            "transposes around), got no-pipelining");
+  // A zero-bubble body's own rules, named as the body's.
+  o.mpipe.body = ScheduleKind::DualPipeV;
+  o.vpp = 2;
+  o.micro_batches = 7;
+  EXPECT_EQ(rejection(o),
+            "schedule.mpipe.body dualpipev needs schedule.micro_batches >= 2 x schedule.pp = 8 (one per stage; got "
+            "schedule.micro_batches 7); use more micro-batches, or schedule.mpipe.body zbv, which takes any");
   o.mpipe.body = ScheduleKind::MPipe;
   EXPECT_NE(rejection(o).find("got mpipe"), std::string::npos);
 }
