@@ -57,6 +57,7 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
     launch::LaunchOptions lo;
     lo.nproc = nproc;
     lo.command = self_args();
+    lo.max_restarts = o.max_restarts;
     return launch::launch_local(lo);
   }
   const comm::DistEnv env = comm::DistEnv::from_environment();

@@ -8,6 +8,7 @@ struct JobOptions {
   int nproc = 4;             // --nproc: local ranks when not already a rank
   bool nproc_given = false;  // as a rank, a given --nproc must equal WORLD_SIZE
   double timeout_s = 300;    // --timeout: every collective and P2P operation
+  int max_restarts = 0;      // --max-restarts: group restarts after a rank fails (train)
 };
 
 }  // namespace hp::cli

@@ -21,6 +21,9 @@ std::string check_plan_format(const std::string& v) {
 }
 // launch's ranks are LaunchOptions', the other commands' JobOptions'.
 Field nproc_field(const OptionRoots& r) { return r.job ? Field(&r.job->nproc) : Field(&r.launch->nproc); }
+Field max_restarts_field(const OptionRoots& r) {
+  return r.job ? Field(&r.job->max_restarts) : Field(&r.launch->max_restarts);
+}
 
 constexpr unsigned kJob = kJobCommands, kLayout = kLayoutCommands, kRanks = kRankCommands;
 
@@ -32,6 +35,10 @@ std::vector<OptionSpec> build_schema() {
        "local ranks to start (train, bench: 4; generate: 1); with RANK/WORLD_SIZE set this process is one rank",
        nproc_field, "launch.nproc", false},
       {"launch.master_port", "--master-port", kLaunch, "store port (0 = a free one)", HP_FIELD(r.launch->master_port)},
+      {"launch.max_restarts", "--max-restarts", kTrain | kLaunch,
+       "start every rank again after a rank fails, up to N times (train resumes from --save's latest checkpoint; "
+       "0: a failed rank ends the job)",
+       max_restarts_field, "", true, "", check_count},
       {"schedule.kind", "--schedule", kPlan | kJob, schedule::kind_names(), HP_FIELD(r.values->schedule)},
       {"schedule.pp", "--pp", kPlan, "pipeline ranks", HP_FIELD(r.schedule->pp)},
       {"mesh.dp", "--dp", kLayout,

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -10,6 +12,7 @@
 #include "cli/job.hpp"
 #include "comm/mesh.hpp"
 #include "family/model_family.hpp"
+#include "launch/launcher.hpp"
 #include "cli/option_flags.hpp"
 #include "cli/option_schema.hpp"
 #include "schedule/advise.hpp"
@@ -73,6 +76,39 @@ void choose_train_owners(const TrainArgs& a, schedule::ScheduleOptions& s) {
   s.mpipe.owners = schedule::choose_owners(run, schedule::profile_costs(p, run)).owners;
 }
 
+// --inject-fault RANK:STEP:KIND[:START], START a start of the job (0, the
+// default: the first) or "every".
+train::FaultInjection fault_from_flag(const std::string& fault) {
+  const std::string form = "RANK:STEP:exit|hang|kill|stop|nospace|killsave[:START|every]";
+  train::FaultInjection f;
+  std::stringstream in(fault);
+  std::string rank, step, attempt;
+  if (!std::getline(in, rank, ':') || !std::getline(in, step, ':') || !std::getline(in, f.kind, ':'))
+    throw std::invalid_argument("--inject-fault '" + fault + "': expected " + form);
+  std::getline(in, attempt);
+  try {
+    size_t used_rank = 0, used_step = 0, used_attempt = 0;
+    f.rank = std::stoi(rank, &used_rank);
+    f.step = std::stoll(step, &used_step);
+    f.attempt = attempt.empty() ? 0 : attempt == "every" ? -1 : std::stoi(attempt, &used_attempt);
+    if (used_rank != rank.size() || used_step != step.size() || (f.attempt >= 0 && used_attempt != attempt.size()) ||
+        f.attempt < -1)
+      throw std::invalid_argument(fault);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("--inject-fault '" + fault + "': RANK, STEP and START must be integers (" + form + ")");
+  }
+  return f;
+}
+
+// The launcher's account of earlier starts of this job (launch.hpp's --max-restarts).
+train::TrainOptions::Restart restart_from_environment() {
+  train::TrainOptions::Restart r;
+  if (const char* n = std::getenv("HYPERPIPE_RESTART_COUNT")) r.count = std::max(0, std::atoi(n));
+  if (const char* why = std::getenv("HYPERPIPE_RESTART_REASON")) r.reason = why;
+  if (const char* at = std::getenv("HYPERPIPE_FAILED_AT_MS")) r.failed_at_ms = std::atoll(at);
+  return r;
+}
+
 // Error lines name pp as --nproc, or as --nproc over the other dimensions.
 FlagNames flags_of(const TrainArgs& a, Command c) {
   const bool mesh = a.values.dp * a.model.tensor_parallel.size * a.model.context_parallel.size > 1;
@@ -106,21 +142,11 @@ TrainJob resolve(const TrainArgs& a, int world) {
   o.pipeline.executor.variable_seq_len = a.data.variable_seq_len;
   auto dtype = model::dtype_from_name(a.values.dtype);
   if (!dtype) throw std::invalid_argument("--dtype " + a.values.dtype + ": allowed: float32, float64");
-  const std::string& fault = a.values.fault;
-  if (!fault.empty()) {
-    std::stringstream in(fault);
-    std::string rank, step;
-    if (!std::getline(in, rank, ':') || !std::getline(in, step, ':') || !std::getline(in, o.fault.kind))
-      throw std::invalid_argument("--inject-fault '" + fault + "': expected RANK:STEP:exit|hang|kill|stop|nospace");
-    try {
-      size_t used_rank = 0, used_step = 0;
-      o.fault.rank = std::stoi(rank, &used_rank);
-      o.fault.step = std::stoll(step, &used_step);
-      if (used_rank != rank.size() || used_step != step.size()) throw std::invalid_argument(fault);
-    } catch (const std::exception&) {
-      throw std::invalid_argument("--inject-fault '" + fault + "': RANK and STEP must be integers (RANK:STEP:exit|hang|kill|stop|nospace)");
-    }
-  }
+  if (!a.values.fault.empty()) o.fault = fault_from_flag(a.values.fault);
+  o.restart = restart_from_environment();
+  // A restarted job resumes from the newest checkpoint its --save holds (else
+  // from --load's, or from step 1).
+  if (o.restart.count > 0 && !o.save.empty() && train::latest_checkpoint(o.save)) o.load = o.save;
   job.task = make_task(a, *dtype);
   o.validate(*job.task);
   return job;
@@ -166,7 +192,13 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
       std::cout << std::endl;
     }
   }
-  train::train(job.options, *job.task, pg);
+  try {
+    train::train(job.options, *job.task, pg);
+  } catch (const train::SaveFailed& e) {
+    // The job ends here: a restart would meet the same disk.
+    std::cerr << "hyperpipe train: error: " << with_flags(e.what(), flags_of(a, kTrain)) << std::endl;
+    return launch::kExitNoRestart;
+  }
   return 0;
 }
 

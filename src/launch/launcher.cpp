@@ -93,9 +93,12 @@ struct Rank {
   Stream err;
 };
 
+// One start of the group: its ranks from start to exit.
 class Launch {
  public:
-  explicit Launch(const LaunchOptions& o) : o_(o) {
+  // restart_env: what a restarted group's ranks get beside the options' environment.
+  Launch(const LaunchOptions& o, std::vector<std::pair<std::string, std::string>> restart_env)
+      : o_(o), restart_env_(std::move(restart_env)) {
     if (o.on_output) {
       sink_ = o.on_output;
     } else {
@@ -105,11 +108,10 @@ class Launch {
     }
   }
 
-  int run() {
+  int run(SignalGuard& signals) {
     const int port = o_.master_port != 0 ? o_.master_port : pick_free_port(o_.master_addr);
     StoreDir store_dir(o_.store_file);
     store_path_ = store_dir.path();
-    SignalGuard signals(o_.forward_signals);
     ranks_.resize(o_.nproc);
     const auto start = Clock::now();
 
@@ -172,9 +174,15 @@ class Launch {
     return 0;
   }
 
- private:
+  // Whether the run ended with a rank's failure that a restart may get past,
+  // and that failure ("rank R failed with ...") and when it was seen.
+  bool restartable() const { return restartable_ && interrupted_ == 0; }
+  const std::string& failure() const { return failure_; }
+  std::chrono::system_clock::time_point failed_at() const { return failed_at_; }
+
   void say(const std::string& text) { sink_(LaunchOutput{-1, true, text}); }
 
+ private:
   std::string spawn(Rank& rk, int port) {
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0) return std::string("pipe2: ") + std::strerror(errno);
@@ -190,6 +198,7 @@ class Launch {
                                        [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
     if (!omp_given) env.set("OMP_NUM_THREADS", std::to_string(std::max(1, cpu_count() / o_.nproc)));
     for (const auto& kv : o_.extra_env) env.set(kv.first, kv.second);
+    for (const auto& kv : restart_env_) env.set(kv.first, kv.second);
     env.set("RANK", std::to_string(rk.rank));
     env.set("LOCAL_RANK", std::to_string(rk.rank));
     env.set("WORLD_SIZE", std::to_string(o_.nproc));
@@ -360,8 +369,10 @@ class Launch {
       const bool others = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& x) { return x.running; });
       // The rank's last lines first, so the failure line follows them.
       flush_available(r);
-      say("hyperpipe launch: rank " + std::to_string(r.rank) + " failed with " + how +
-          (others ? "; stopping the other ranks" : ""));
+      failure_ = "rank " + std::to_string(r.rank) + " failed with " + how;
+      failed_at_ = std::chrono::system_clock::now();
+      restartable_ = code != kExitNoRestart;
+      say("hyperpipe launch: " + failure_ + (others ? "; stopping the other ranks" : ""));
       result_ = code;
       begin_stop(SIGTERM);
     }
@@ -394,6 +405,7 @@ class Launch {
   }
 
   const LaunchOptions& o_;
+  const std::vector<std::pair<std::string, std::string>> restart_env_;
   std::function<void(const LaunchOutput&)> sink_;
   std::vector<Rank> ranks_;
   std::string store_path_;  // HYPERPIPE_STORE_PATH for the ranks; empty: none
@@ -404,6 +416,9 @@ class Launch {
   Clock::time_point kill_deadline_ = Clock::time_point::max();
   int result_ = -1;
   int interrupted_ = 0;
+  bool restartable_ = false;
+  std::string failure_;
+  std::chrono::system_clock::time_point failed_at_;
 };
 
 }  // namespace
@@ -422,7 +437,32 @@ int launch_local(const LaunchOptions& opts) {
   if (opts.shutdown_grace.count() < 0 || opts.job_timeout.count() < 0) {
     throw std::invalid_argument("launch_local: shutdown_grace and job_timeout must not be negative");
   }
-  return Launch(opts).run();
+  if (opts.max_restarts < 0) {
+    throw std::invalid_argument("launch.max_restarts " + std::to_string(opts.max_restarts) +
+                                " must be >= 0 (0: a failed rank ends the job)");
+  }
+  SignalGuard signals(opts.forward_signals);
+  std::vector<std::pair<std::string, std::string>> restart_env = {{"HYPERPIPE_RESTART_COUNT", "0"},
+                                                                  {"TORCHELASTIC_RESTART_COUNT", "0"}};
+  for (int restart = 0;; ++restart) {
+    Launch launch(opts, restart_env);
+    const int rc = launch.run(signals);
+    if (rc == 0 || !launch.restartable()) return rc;
+    const std::string of = " of " + std::to_string(opts.max_restarts);
+    if (restart == opts.max_restarts) {
+      if (restart > 0)
+        launch.say("hyperpipe launch: giving up after " + std::to_string(restart) + " restart" +
+                   (restart > 1 ? "s" : "") + "; the last: " + launch.failure());
+      return rc;
+    }
+    const std::string count = std::to_string(restart + 1);
+    launch.say("hyperpipe launch: restart " + count + of + " after " + launch.failure() + ": starting every rank again");
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(launch.failed_at().time_since_epoch());
+    restart_env = {{"HYPERPIPE_RESTART_COUNT", count},
+                   {"TORCHELASTIC_RESTART_COUNT", count},
+                   {"HYPERPIPE_RESTART_REASON", launch.failure()},
+                   {"HYPERPIPE_FAILED_AT_MS", std::to_string(ms.count())}};
+  }
 }
 
 }  // namespace hp::launch

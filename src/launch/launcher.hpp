@@ -32,9 +32,22 @@
 //   after the grace period) and the result is 128 + that signal; one received
 //   while it is still starting ranks starts no more. The previous
 //   signal dispositions are restored before returning.
-// - opts.job_timeout > 0 bounds the whole job: past it the ranks are stopped
+// - opts.job_timeout > 0 bounds each start of the group: past it the ranks are stopped
 //   the same way and the result is 124.
 // - A rank that cannot be started (no such program) ends the launch with 127.
+// - opts.max_restarts > 0 (torchrun's --max-restarts): when a rank fails as
+//   above, once every rank is gone the whole group starts again, up to
+//   max_restarts times, after one line "hyperpipe launch: restart N of K
+//   after rank R failed with ...: starting every rank again". A restarted
+//   group gets HYPERPIPE_RESTART_COUNT=N (torchrun's TORCHELASTIC_RESTART_
+//   COUNT too), HYPERPIPE_RESTART_REASON (that rank's failure, as the line says
+//   it) and HYPERPIPE_FAILED_AT_MS (when the failure was seen, ms since the
+//   epoch), a fresh port and a fresh store; the first start gets count 0. No
+//   restart follows the launcher's own SIGINT/SIGTERM, the job timeout, a rank
+//   that cannot be started, or a rank exiting with kExitNoRestart (a failure a
+//   restart would meet again, e.g. a full disk). When the restarts are spent
+//   the last failure's status is the result, after "hyperpipe launch: giving
+//   up after K restarts".
 // - Blocking; call from one thread at a time (signal handling is process-wide).
 #pragma once
 
@@ -66,10 +79,15 @@ struct LaunchOptions {
   bool forward_signals = true;
   // Give the ranks a private store file (HYPERPIPE_STORE_PATH).
   bool store_file = true;
+  int max_restarts = 0;  // restarts of the whole group after a rank fails
 };
 
+// The exit code with which a rank asks the launcher not to restart the job:
+// its failure would happen again (hyperpipe train's failed save).
+inline constexpr int kExitNoRestart = 79;
+
 // Throws std::invalid_argument for bad options (nproc < 1, empty command,
-// port out of range).
+// port out of range, max_restarts < 0).
 int launch_local(const LaunchOptions& opts);
 
 // A TCP port that was free a moment ago on `addr` (bind to port 0, read it,

@@ -11,8 +11,8 @@
 
 namespace hp::train {
 
-void inject_step_fault(const FaultInjection& plan, int rank, std::int64_t step) {
-  if (!plan.hits(rank, step) || plan.kind == "nospace") return;
+void inject_step_fault(const FaultInjection& plan, int rank, std::int64_t step, int restart) {
+  if (!plan.hits(rank, step, restart) || plan.in_save()) return;
   std::cerr << "rank " << rank << ": injected fault (" << plan.kind << ") at step " << step << std::endl;
   if (plan.kind == "hang")
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
@@ -21,11 +21,23 @@ void inject_step_fault(const FaultInjection& plan, int rank, std::int64_t step) 
   std::_Exit(17);
 }
 
-SaveFaultScope::SaveFaultScope(const FaultInjection& plan, int rank, std::int64_t step)
-    : active_(plan.kind == "nospace" && plan.hits(rank, step)) {
-  if (active_)
-    set_checkpoint_write_fault([](const std::string& file, std::size_t offset, std::size_t size) {
-      return file.size() > 7 && file.compare(file.size() - 7, 7, ".pt.tmp") == 0 && offset >= size / 2 ? ENOSPC : 0;
+SaveFaultScope::SaveFaultScope(const FaultInjection& plan, int rank, std::int64_t step, int restart)
+    : active_(plan.in_save() && plan.hits(rank, step, restart)) {
+  if (!active_) return;
+  auto halfway = [](const std::string& file, std::size_t offset, std::size_t size) {
+    return file.size() > 7 && file.compare(file.size() - 7, 7, ".pt.tmp") == 0 && offset >= size / 2;
+  };
+  if (plan.kind == "nospace")
+    set_checkpoint_write_fault([halfway](const std::string& file, std::size_t offset, std::size_t size) {
+      return halfway(file, offset, size) ? ENOSPC : 0;
+    });
+  else
+    set_checkpoint_write_fault([halfway, rank](const std::string& file, std::size_t offset, std::size_t size) {
+      if (halfway(file, offset, size)) {
+        std::cerr << "rank " << rank << ": injected fault (killsave) writing " << file << std::endl;
+        std::raise(SIGKILL);
+      }
+      return 0;
     });
 }
 

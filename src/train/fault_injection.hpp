@@ -17,22 +17,30 @@ struct FaultInjection {
   // exit: the process ends with code 17; hang: it blocks forever; kill, stop:
   // it raises SIGKILL or SIGSTOP (every thread stops, the heartbeat's too);
   // nospace: its checkpoint writes at that step fail with ENOSPC halfway
-  // through the shard (a full disk).
+  // through the shard (a full disk); killsave: it raises SIGKILL there.
   std::string kind = "exit";
+  // The start of the job it strikes in (launch's restarts: 0 the first
+  // start, n after n restarts), as a real fault strikes once; -1: every start.
+  int attempt = 0;
 
-  // Whether the plan names `rank` and `step`.
-  bool hits(int rank, std::int64_t step) const { return this->rank == rank && this->step == step; }
+  // Whether the plan names `rank` and `step` in start `restart` of the job.
+  bool hits(int rank, std::int64_t step, int restart) const {
+    return this->rank == rank && this->step == step && (attempt < 0 || attempt == restart);
+  }
+  // Whether the fault strikes inside a save rather than at a step's start.
+  bool in_save() const { return kind == "nospace" || kind == "killsave"; }
 };
 
 // At the start of a step: ends, blocks or stops this process when the plan
-// names it and the step (every kind but nospace); returns otherwise.
-void inject_step_fault(const FaultInjection& plan, int rank, std::int64_t step);
+// names it, the step and the start (the kinds not in_save); returns otherwise.
+void inject_step_fault(const FaultInjection& plan, int rank, std::int64_t step, int restart);
 
 // Around a save: while alive, this rank's shard writes fail with ENOSPC
-// halfway when the plan says nospace at this rank and step.
+// (nospace) or the process gets SIGKILL (killsave) halfway through the shard
+// when the plan names this rank, step and start.
 class SaveFaultScope {
  public:
-  SaveFaultScope(const FaultInjection& plan, int rank, std::int64_t step);
+  SaveFaultScope(const FaultInjection& plan, int rank, std::int64_t step, int restart);
   ~SaveFaultScope();
   SaveFaultScope(const SaveFaultScope&) = delete;
   SaveFaultScope& operator=(const SaveFaultScope&) = delete;

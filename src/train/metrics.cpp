@@ -37,6 +37,11 @@ std::string metrics_json_line(const StepMetrics& m) {
                                   "tokens_per_s, lr, grad_norm");
     j[name] = number(v);
   }
+  for (const auto& [name, v] : m.text) {
+    if (name.empty() || j.contains(name))
+      throw std::invalid_argument("metrics: text field '" + name + "' must be a non-empty name of its own");
+    j[name] = v;
+  }
   for (const auto& [name, values] : m.per_rank) {
     if (name.empty() || j.contains(name))
       throw std::invalid_argument("metrics: per-rank field '" + name + "' must be a non-empty name of its own");

@@ -2,8 +2,9 @@
 // lines"), appended to a file and flushed after every line, so a crashed or
 // still-running job leaves a readable log:
 //   {"step":12,"loss":3.91,"step_ms":84.2,"tokens_per_s":12163.5,"lr":0.0003,"grad_norm":0.87,"mfu":0.41}
-// The six standard keys come first, then the extra fields in name order, then
-// the per-rank arrays ("peak_bytes":[...]) in name order.
+// The six standard keys come first, then the extra fields in name order, the
+// text fields in name order, then the per-rank arrays ("peak_bytes":[...]) in
+// name order.
 // Non-finite numbers (a NaN loss) are written as null, since JSON has no NaN.
 //
 // Contract: one rank writes (the caller decides which); not thread-safe; the
@@ -26,6 +27,7 @@ struct StepMetrics {
   double lr = 0.0;
   double grad_norm = 0.0;
   std::map<std::string, double> extra;  // names must differ from the six above
+  std::map<std::string, std::string> text;  // string fields (a restart's reason), after the extras
   // One value per rank (in rank order), written as a JSON array after the extras.
   std::map<std::string, std::vector<double>> per_rank;
 };

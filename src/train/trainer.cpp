@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -81,8 +82,8 @@ void TrainOptions::validate(const Task& task) const {
   if (save_interval < 0) fail("train.save_interval must be >= 0");
   if (log_interval < 1) fail("train.log_interval must be >= 1, got " + std::to_string(log_interval));
   if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang" && fault.kind != "kill" &&
-      fault.kind != "stop" && fault.kind != "nospace")
-    fail("train.fault: the kind must be exit, hang, kill, stop or nospace, got " + fault.kind);
+      fault.kind != "stop" && fault.kind != "nospace" && fault.kind != "killsave")
+    fail("train.fault: the kind must be exit, hang, kill, stop, nospace or killsave, got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("train.save_interval needs train.save DIR");
   if (eval_interval < 0) fail("train.eval_interval must be >= 0 (0 = no evaluation), got " + std::to_string(eval_interval));
   if (eval_iters < 1) fail("train.eval_iters must be >= 1, got " + std::to_string(eval_iters));
@@ -114,7 +115,8 @@ void TrainOptions::validate(const Task& task) const {
     const int ranks = local ? std::atoi(local) : pipeline.schedule.pp * sharing * task.tensor_parallel();
     if (auto available = available_memory_bytes()) check_memory_fits(*estimate, std::max(1, ranks), *available);
   }
-  if (!load.empty()) validate_checkpoint(load, steps, task);
+  // A restarted job whose last start saved its last step has nothing left to train, and ends.
+  if (!load.empty()) validate_checkpoint(load, restart.count > 0 ? std::numeric_limits<std::int64_t>::max() : steps, task);
 }
 
 namespace {
@@ -122,11 +124,11 @@ namespace {
 // Every file of the checkpoint is checked (checksums) and its model compared with this run's,
 // key by key, naming the keys that differ (a key only one side has differs too, e.g. mHC's
 // streams; but older checkpoints lack the keys recorded later). A run that would train no
-// step past the checkpoint is refused too.
+// step past the checkpoint is refused too (steps = the largest int64: not checked).
 void validate_checkpoint(const std::string& load, std::int64_t steps, const Task& task) {
   static const std::set<std::string> kRecordedLater = {"seq-len", "mhc-sinkhorn-iterations"};
   const CheckpointInfo info = verify_checkpoint(load);
-  if (steps <= info.step)
+  if (steps != std::numeric_limits<std::int64_t>::max() && steps <= info.step)
     throw std::invalid_argument("train.steps " + std::to_string(steps) + " trains nothing after train.load " + load +
                                 ", saved at step " + std::to_string(info.step) + ": give train.steps above " +
                                 std::to_string(info.step));
@@ -208,6 +210,30 @@ class Trainer {
   }
 
   std::int64_t first_step() const { return first_step_; }
+
+  // After a restart: rank 0 says what failed, where the run resumed and how
+  // long after the failure its first step starts (the recovery time).
+  void announce_restart() {
+    if (o_.restart.count == 0) return;
+    if (o_.restart.failed_at_ms > 0) {
+      const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch());
+      recovery_s_ = (now.count() - o_.restart.failed_at_ms) / 1000.0;
+    }
+    if (place_.world_rank != 0) return;
+    std::ostringstream line;
+    line.precision(3);
+    line << "hyperpipe train: restart " << o_.restart.count << " after " << o_.restart.reason << ": ";
+    if (first_step_ > o_.steps)
+      line << "the checkpoint of step " << first_step_ - 1 << " holds the last step; nothing is left to train";
+    else if (first_step_ > 1)
+      line << "resumed from the checkpoint of step " << first_step_ - 1;
+    else
+      line << "no checkpoint yet, started again from step 1";
+    if (recovery_s_ >= 0 && first_step_ <= o_.steps)
+      line << "; its first step starts " << recovery_s_ << " s after the failure";
+    std::cout << line.str() << std::endl;
+  }
   int world_rank() const { return place_.world_rank; }
 
   // Forward and backward of grad_accum batches, the gradients reduced and
@@ -275,6 +301,12 @@ class Trainer {
     m.extra["bytes_broadcast"] = static_cast<double>(s.bytes_broadcast);
     gather_step_counters(s.counters, model_metric_names_, pg_, m);
     if (s.val_loss) m.extra["val_loss"] = *s.val_loss;
+    if (o_.restart.count > 0 && s.step == first_step_) {
+      m.extra["restart"] = o_.restart.count;
+      m.extra["resumed_from_step"] = static_cast<double>(first_step_ - 1);
+      if (recovery_s_ >= 0) m.extra["recovery_s"] = recovery_s_;
+      m.text["restart_reason"] = o_.restart.reason;
+    }
     if (metrics_) metrics_->write(m);
   }
 
@@ -288,7 +320,7 @@ class Trainer {
   // rank agrees on that) with train.save_failures stop; the rank that
   // failed throws its one line.
   bool save(std::int64_t step) {
-    const SaveFaultScope fault(o_.fault, place_.world_rank, step);
+    const SaveFaultScope fault(o_.fault, place_.world_rank, step, o_.restart.count);
     auto agree = [&](bool ok) { return sum_over(place_.pp, ok ? 0.0 : 1.0) == 0.0; };
     NamedParams whole = params_;
     AdamWState state = optimizer_.full_state();
@@ -305,7 +337,7 @@ class Trainer {
                   << o_.name_options(r.error + "; training on (train.save_failures continue)") << std::endl;
       return true;
     }
-    if (!r.error.empty()) throw std::runtime_error(r.error);
+    if (!r.error.empty()) throw SaveFailed(r.error);
     return false;
   }
 
@@ -367,6 +399,7 @@ class Trainer {
   std::unique_ptr<MetricsWriter> metrics_;
   runtime::ActionTrace trace_;
   double clock_offset_us_ = 0;
+  double recovery_s_ = -1;  // after a restart: from the failure to the first step; < 0 unknown
 };
 
 }  // namespace
@@ -378,9 +411,10 @@ TrainResult train(const TrainOptions& o, const Task& task, comm::ProcessGroup* p
   TrainResult result;
   result.first_step = trainer.first_step();
   result.last_step = o.steps;
+  trainer.announce_restart();
   Progress progress(result.first_step, o.steps, o.log_interval, progress_mode_of_stdout(), std::cout);
   for (std::int64_t step = result.first_step; step <= o.steps; ++step) {
-    inject_step_fault(o.fault, trainer.world_rank(), step);
+    inject_step_fault(o.fault, trainer.world_rank(), step, o.restart.count);
     const StepOutcome s = trainer.step(step);
     result.losses.push_back(s.loss);
     if (s.val_loss) result.eval_losses.emplace_back(step, *s.val_loss);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,7 +67,19 @@ struct TrainOptions {
   // forward-only schedule; 0 = never.
   std::int64_t eval_interval = 0;
   int eval_iters = 4;                 // --eval-iters
-  FaultInjection fault;               // --inject-fault RANK:STEP:exit|hang
+  FaultInjection fault;               // --inject-fault RANK:STEP:KIND[:START]
+  // Which start of the job this is after launch's restarts (--max-restarts;
+  // the launcher's HYPERPIPE_RESTART_* variables): 0 the first; after a
+  // restart, why the last start ended and when (ms since the epoch, 0 when
+  // unknown). A restarted run prints one line (what failed, the step it
+  // resumed from, how long after the failure its first step starts) and its
+  // first metrics line carries the same as restart, resumed_from_step,
+  // recovery_s and restart_reason.
+  struct Restart {
+    int count = 0;
+    std::string reason;
+    std::int64_t failed_at_ms = 0;
+  } restart;
   // Messages the loop prints itself (a warning) name options as lower layers
   // do ("train.save"); a command turns the names into its flags here.
   std::function<std::string(const std::string&)> name_options = [](const std::string& m) { return m; };
@@ -75,6 +88,13 @@ struct TrainOptions {
   // loop's options and, with --load, the checkpoint's model against the
   // task's); throws std::invalid_argument naming the flag.
   void validate(const Task& task) const;
+};
+
+// What train() throws when a save failed under train.save_failures stop: the
+// job ends, and a restart would meet the same disk (hyperpipe's ranks then exit
+// with launch::kExitNoRestart).
+struct SaveFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 struct TrainResult {

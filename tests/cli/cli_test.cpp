@@ -237,7 +237,11 @@ TEST(TrainCli, BadOptionsFailBeforeAnyRankStarts) {
   for (const char* t : {"0", "-1", "nan", "inf", "1e12"})
     expect_error(std::string("train --timeout ") + t, "--timeout must be a number of seconds in (0, 604800]");
   expect_error("train --log-interval 0", "--log-interval must be >= 1");
-  expect_error("train --inject-fault 1:x:exit", "--inject-fault '1:x:exit': RANK and STEP must be integers");
+  expect_error("train --inject-fault 1:x:exit", "--inject-fault '1:x:exit': RANK, STEP and START must be integers");
+  expect_error("train --inject-fault 1:2:exit:-2", "--inject-fault '1:2:exit:-2': RANK, STEP and START must be integers");
+  expect_error("train --inject-fault 1:2:boom", "--inject-fault: the kind must be exit, hang, kill, stop, nospace or killsave, got boom");
+  expect_error("train --max-restarts -1", "--max-restarts: must be an integer >= 0, got '-1'");
+  expect_error("launch --max-restarts x -- true", "--max-restarts");
   expect_error("bench --steps 0", "--steps must be >= 1");
   expect_error("bench --schedules 1f1b,mpipe/zigzag", "--schedules: unknown schedule 'mpipe/zigzag'");
   expect_error("bench --schedules 1f1b/gpipe", "--schedules: unknown schedule '1f1b/gpipe'");

@@ -370,6 +370,61 @@ TEST(Launcher, RejectsBadOptions) {
   o.command = {"/bin/true"};
   o.master_port = 70000;
   EXPECT_THROW(launch_local(o), std::invalid_argument);
+  o.master_port = 0;
+  o.max_restarts = -1;
+  EXPECT_THROW(launch_local(o), std::invalid_argument);
+}
+
+// --max-restarts: every rank starts again after one fails, with the count, the
+// reason and the time of the failure in its environment.
+TEST(Launcher, ARestartStartsEveryRankAgainWithItsCountAndReason) {
+  LaunchOptions o;
+  o.max_restarts = 2;
+  Result r = run_sh(2,
+                    "if [ \"$HYPERPIPE_RESTART_COUNT\" = 0 ]; then"
+                    "  if [ \"$RANK\" = 1 ]; then exit 5; fi; sleep 60 & wait $!; fi;"
+                    " echo \"start $HYPERPIPE_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT: $HYPERPIPE_RESTART_REASON\";"
+                    " [ \"$HYPERPIPE_FAILED_AT_MS\" -gt 0 ] && echo failed-at-set",
+                    o);
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_TRUE(r.has_line("hyperpipe launch: rank 1 failed with exit code 5; stopping the other ranks")) << r.all();
+  EXPECT_TRUE(r.has_line("hyperpipe launch: restart 1 of 2 after rank 1 failed with exit code 5: starting every rank again"))
+      << r.all();
+  for (int k : {0, 1}) {
+    EXPECT_TRUE(r.has_line("[rank " + std::to_string(k) + "] start 1 1: rank 1 failed with exit code 5")) << r.all();
+    EXPECT_TRUE(r.has_line("[rank " + std::to_string(k) + "] failed-at-set")) << r.all();
+  }
+  EXPECT_EQ(r.all().find("restart 2"), std::string::npos) << r.all();
+}
+
+TEST(Launcher, RestartsEndAfterTheLastOneWithItsFailure) {
+  LaunchOptions o;
+  o.max_restarts = 2;
+  Result r = run_sh(1, "echo \"start $HYPERPIPE_RESTART_COUNT\"; exit 5", o);
+  EXPECT_EQ(r.code, 5) << r.all();
+  for (const char* line : {"[rank 0] start 0", "[rank 0] start 1", "[rank 0] start 2",
+                           "hyperpipe launch: restart 2 of 2 after rank 0 failed with exit code 5: starting every rank again",
+                           "hyperpipe launch: giving up after 2 restarts; the last: rank 0 failed "
+                           "with exit code 5"})
+    EXPECT_TRUE(r.has_line(line)) << line << "\n" << r.all();
+  EXPECT_FALSE(r.has_line("[rank 0] start 3")) << r.all();
+}
+
+// A failure a restart would meet again, and the job's timeout, end the job.
+TEST(Launcher, NoRestartAfterAFailureThatWouldRecurOrTheJobsTimeout) {
+  LaunchOptions o;
+  o.max_restarts = 3;
+  Result recur = run_sh(2, "echo \"start $HYPERPIPE_RESTART_COUNT\"; [ \"$RANK\" = 1 ] && exit " +
+                               std::to_string(kExitNoRestart) + "; sleep 60 & wait $!",
+                        o);
+  EXPECT_EQ(recur.code, kExitNoRestart) << recur.all();
+  EXPECT_FALSE(recur.has_line("[rank 0] start 1")) << recur.all();
+  EXPECT_EQ(recur.all().find("restart"), std::string::npos) << recur.all();
+  o.job_timeout = std::chrono::milliseconds(300);
+  o.shutdown_grace = std::chrono::milliseconds(300);
+  Result late = run_sh(1, "echo \"start $HYPERPIPE_RESTART_COUNT\"; sleep 60", o);
+  EXPECT_EQ(late.code, 124) << late.all();
+  EXPECT_FALSE(late.has_line("[rank 0] start 1")) << late.all();
 }
 
 TEST(Launcher, PicksAFreePort) {
