@@ -24,7 +24,9 @@ TEST(SourceTree, EveryFileIsUnderFiveHundredLinesAndEveryHeaderOpensWithAComment
     }
     const std::string where = fs::relative(e.path(), HP_SOURCE_DIR).string();
     EXPECT_LT(lines, 500) << where << " has " << lines << " lines: split it by concept";
-    if (ext == ".hpp") EXPECT_EQ(first.rfind("//", 0), 0u) << where << " does not open with its contract";
+    if (ext == ".hpp") {
+      EXPECT_EQ(first.rfind("//", 0), 0u) << where << " does not open with its contract";
+    }
   }
   EXPECT_GT(files, 200);
 }
