@@ -448,7 +448,6 @@ int launch_local(const LaunchOptions& opts) {
     Launch launch(opts, restart_env);
     const int rc = launch.run(signals);
     if (rc == 0 || !launch.restartable()) return rc;
-    const std::string of = " of " + std::to_string(opts.max_restarts);
     if (restart == opts.max_restarts) {
       if (restart > 0)
         launch.say("hyperpipe launch: giving up after " + std::to_string(restart) + " restart" +
@@ -456,7 +455,8 @@ int launch_local(const LaunchOptions& opts) {
       return rc;
     }
     const std::string count = std::to_string(restart + 1);
-    launch.say("hyperpipe launch: restart " + count + of + " after " + launch.failure() + ": starting every rank again");
+    launch.say("hyperpipe launch: restart " + count + " of " + std::to_string(opts.max_restarts) + " after " +
+               launch.failure() + ": starting every rank again");
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(launch.failed_at().time_since_epoch());
     restart_env = {{"HYPERPIPE_RESTART_COUNT", count},
                    {"TORCHELASTIC_RESTART_COUNT", count},

@@ -84,7 +84,7 @@ int memory(comm::ProcessGroup& pg, int argc, char** argv) {
     runtime::PipelineOptions o;
     if (!schedule::kind_from_name(kind, &o.schedule.kind)) throw std::invalid_argument(kind);
     o.schedule.pp = pg.world_size();
-    o.schedule.vpp = 1;
+    o.schedule.vpp = schedule::default_vpp(o.schedule);  // 2 for zbv and dualpipev: a layer per chunk
     o.schedule.micro_batches = std::stoi(mb);
     o.executor.pseudo_deallocate = dealloc == "1";
     model::GPTStagesOptions g;

@@ -1,10 +1,14 @@
 // What a rank holds during a step, counted by the tensor-memory allocator on
 // four real ranks (pipeline_worker memory): a sent activation is freed as soon
 // as it has gone, so 1F1B holds about PP micro-batches on rank 0 whatever MB
-// is, GPipe holds all of them, and pseudo-deallocation frees the sent outputs.
+// is, GPipe holds all of them, and pseudo-deallocation frees the sent outputs;
+// zb1p, zbv and dualpipev hold on every rank what the simulator's memory model
+// says (an activation from its F until its W).
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
+#include <tuple>
 #include <regex>
 #include <string>
 
@@ -35,12 +39,14 @@ Peaks run(const std::vector<std::string>& cases, std::string* out) {
   return p;
 }
 
+// The simulator's peak of (chunk, micro-batch) activations a rank holds, each
+// from its forward until its backward (B, or W after I) ends.
 int simulated_peak_activations(hp::schedule::ScheduleKind kind, int mb, int rank) {
   hp::schedule::ScheduleOptions o;
   o.kind = kind;
   o.pp = 4;
-  o.vpp = 1;
   o.micro_batches = mb;
+  o.vpp = hp::schedule::default_vpp(o);
   return hp::schedule::simulate(hp::schedule::generate(o), hp::schedule::CostModel{}).ranks.at(rank).peak_activations;
 }
 
@@ -65,6 +71,31 @@ TEST(TensorMemoryDist, OneFOneBHoldsWhatTheSimulatorPredictsAndGPipeGrowsWithThe
   for (int r = 0; r < 4; ++r) {
     const std::string k = " rank " + std::to_string(r);
     EXPECT_LT(p.bytes.at("1f1b:16:0" + k), p.bytes.at("gpipe:16:0" + k)) << out;
+  }
+}
+
+// The zero-bubble schedules: every rank's measured peak is the simulator's
+// peak of chunk activations within one micro-batch's activations of the rank
+// (its two layers). The model has 2 layers per rank: a chunk of zb1p holds
+// both, one of zbv or dualpipev (two chunks per rank) one.
+TEST(TensorMemoryDist, TheZeroBubbleSchedulesHoldWhatTheSimulatorPredicts) {
+  std::string out;
+  const Peaks p = run({"gpipe:8:0", "zb1p:8:0", "zbv:8:0", "dualpipev:8:0"}, &out);
+  ASSERT_EQ(p.bytes.size(), 16u) << out;
+  const double per_micro = p.bytes.at("gpipe:8:0 rank 0") / 8;  // a rank's two layers, one micro-batch
+  using K = hp::schedule::ScheduleKind;
+  for (auto [kind, name, layers_per_chunk] : {std::tuple{K::ZeroBubble1P, "zb1p", 2}, {K::ZeroBubbleV, "zbv", 1},
+                                              {K::DualPipeV, "dualpipev", 1}}) {
+    for (int r = 0; r < 4; ++r) {
+      const int sim = simulated_peak_activations(kind, 8, r);
+      const double measured = p.bytes.at(std::string(name) + ":8:0 rank " + std::to_string(r));
+      const double predicted = sim * per_micro * layers_per_chunk / 2;
+      std::cout << name << " rank " << r << ": measured " << measured / per_micro << " micro-batches, simulated "
+                << predicted / per_micro << "\n";
+      EXPECT_NEAR(measured, predicted, per_micro)
+          << name << " rank " << r << " holds " << measured / per_micro << " micro-batches, the simulator "
+          << predicted / per_micro << "\n" << out;
+    }
   }
 }
 

@@ -24,7 +24,7 @@ using testing::from_text;
 using testing::layout;
 
 // The compute actions per rank, pairs as one token.
-std::vector<std::string> compute_text(const Schedule& s) {
+std::vector<std::string> pairs_compute_text(const Schedule& s) {
   std::vector<std::string> out;
   for (const auto& rank : filter(s, is_compute).ranks) {
     std::string line;
@@ -81,12 +81,12 @@ TEST(OverlappedPair, ValidationWantsTheBackwardRightAfterTheForward) {
 // Worked from PyTorch's ScheduleDualPipeV._calculate_single_rank_operations
 // (torch/distributed/pipelining/schedules.py), rank by rank; its overlapped
 // actions written as pairs.
-struct Pinned {
+struct PinnedV {
   int pp, mb;
   std::vector<std::string> ranks;
 };
 
-const std::vector<Pinned> kPyTorchOrders = {
+const std::vector<PinnedV> kDualPipeVOrders = {
     {4, 10,
      {"0F0 0F1 0F2 0F3 0F4 0F5 0F6 7F0 7I0 7W0 7F1 7I1 7W1 7F2 7I2 7W2 7F3 (0F7;7B3) (7F4;0B0) (0F8;7B4) (7F5;0B1) "
       "(0F9;7B5) (7F6;0B2) 7B6 (7F7;0B3) 7B7 (7F8;0B4) 7B8 (7F9;0B5) 7B9 0I6 0W6 0I7 0W7 0I8 0W8 0I9 0W9",
@@ -109,9 +109,9 @@ const std::vector<Pinned> kPyTorchOrders = {
 };
 
 TEST(DualPipeV, OrdersArePyTorchsRankByRank) {
-  for (const Pinned& p : kPyTorchOrders) {
+  for (const PinnedV& p : kDualPipeVOrders) {
     const Schedule s = generate(layout(ScheduleKind::DualPipeV, p.pp, 2, p.mb));
-    EXPECT_EQ(compute_text(s), p.ranks) << "pp " << p.pp << " mb " << p.mb;
+    EXPECT_EQ(pairs_compute_text(s), p.ranks) << "pp " << p.pp << " mb " << p.mb;
   }
 }
 

@@ -13,6 +13,11 @@
 namespace hp::schedule {
 namespace {
 
+// The reader under test, beside the hand-schedule helper of the same name
+// another file of this unity build may bring in (one is called with text, the
+// other with lines).
+using hp::schedule::from_text;
+
 std::vector<Action> parse_all(const std::vector<std::string>& tokens) {
   std::vector<Action> out;
   for (const std::string& t : tokens) {
