@@ -20,19 +20,9 @@
 namespace hp::schedule {
 namespace {
 
+using testing::compute_text;
 using testing::from_text;
 using testing::layout;
-
-// The compute actions per rank, pairs as one token.
-std::vector<std::string> pairs_compute_text(const Schedule& s) {
-  std::vector<std::string> out;
-  for (const auto& rank : filter(s, is_compute).ranks) {
-    std::string line;
-    for (const std::string& tok : format_actions(rank)) line += (line.empty() ? "" : " ") + tok;
-    out.push_back(line);
-  }
-  return out;
-}
 
 TEST(OverlappedPair, TextRoundTripsAsOneToken) {
   std::vector<Action> got;
@@ -111,7 +101,7 @@ const std::vector<PinnedV> kDualPipeVOrders = {
 TEST(DualPipeV, OrdersArePyTorchsRankByRank) {
   for (const PinnedV& p : kDualPipeVOrders) {
     const Schedule s = generate(layout(ScheduleKind::DualPipeV, p.pp, 2, p.mb));
-    EXPECT_EQ(pairs_compute_text(s), p.ranks) << "pp " << p.pp << " mb " << p.mb;
+    EXPECT_EQ(compute_text(s), p.ranks) << "pp " << p.pp << " mb " << p.mb;
   }
 }
 

@@ -21,6 +21,18 @@ inline std::string text(const std::vector<Action>& actions, size_t begin = 0, si
   return out;
 }
 
+// Each rank's compute actions as one line of tokens ("0F0 0I0 0W0"), an
+// overlapped pair as one token ("(1F1;2B0)").
+inline std::vector<std::string> compute_text(const Schedule& s) {
+  std::vector<std::string> out;
+  for (const auto& rank : filter(s, is_compute).ranks) {
+    std::string line;
+    for (const std::string& tok : format_actions(rank)) line += (line.empty() ? "" : " ") + tok;
+    out.push_back(line);
+  }
+  return out;
+}
+
 // Where a is in actions, or -1.
 inline int position(const std::vector<Action>& actions, const Action& a) {
   auto it = std::find(actions.begin(), actions.end(), a);

@@ -19,20 +19,9 @@
 namespace hp::schedule {
 namespace {
 
+using testing::compute_text;
 using testing::from_text;
 using testing::layout;
-
-// "0F0 0I0 0W0" per rank: the compute actions only.
-std::vector<std::string> compute_text(const Schedule& s) {
-  std::vector<std::string> out;
-  for (const auto& rank : s.ranks) {
-    std::string line;
-    for (const Action& a : rank)
-      if (is_compute(a.type)) line += (line.empty() ? "" : " ") + format_action(a);
-    out.push_back(line);
-  }
-  return out;
-}
 
 TEST(SplitBackward, TextRoundTripsAndNamesItsParts) {
   for (const char* tok : {"3I1", "3W1", "0I0", "12W7"}) {
