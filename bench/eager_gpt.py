@@ -141,7 +141,8 @@ def lr_at(a, s):
 def optimizer_of(a, model):
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        (no_decay if name.endswith("bias") or "norm" in name else decay).append(p)
+        # Megatron-LM's rule (and hyperpipe's): biases and 1-D parameters are not decayed.
+        (no_decay if name.endswith("bias") or p.dim() == 1 else decay).append(p)
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=a.lr, betas=(0.9, 0.999), eps=1e-8)

@@ -186,8 +186,9 @@ BenchRow bench_schedule(const BenchOptions& o, const train::Task& task, const st
   }
   if (o.overhead) {
     const StepBreakdown mine = break_down_step(p, micros, group);
-    for (const auto& r : comm::all_gather_rows(group, {mine.step, mine.compute, mine.wait, mine.post, mine.rest, mine.optimizer}))
-      row.overhead.push_back({r[0], r[1], r[2], r[3], r[4], r[5]});
+    for (const auto& r : comm::all_gather_rows(
+             group, {mine.step, mine.compute, mine.wait, mine.post, mine.rest, mine.optimizer, mine.actions}))
+      row.overhead.push_back({r[0], r[1], r[2], r[3], r[4], r[5], r[6]});
   }
   if (o.profile_ops) row.ops = profile_step_ops(p, micros);
   if (alone) job->barrier();

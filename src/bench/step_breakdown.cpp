@@ -28,10 +28,12 @@ StepBreakdown break_down_step(runtime::Pipeline& p, const std::vector<runtime::M
   p.zero_grad();
   for (const auto& e : trace.events()) {
     // An action's waits are wait events too: its own work is busy_us().
-    if (e.category == "wait")
+    if (e.category == "wait") {
       out.wait += (e.end_us - e.start_us) / 1000.0;
-    else
-      (e.category == "post" ? out.post : out.compute) += e.busy_us() / 1000.0;
+      continue;
+    }
+    (e.category == "post" ? out.post : out.compute) += e.busy_us() / 1000.0;
+    out.actions += 1;
   }
   out.rest = out.step - out.compute - out.wait - out.post;
   return out;

@@ -21,9 +21,13 @@ namespace hp::bench {
 // One rank's traced step, ms: the compute (its waits excluded), the waits
 // (for received data inside the actions, for the last sends and the
 // reductions after them), posting messages, the rest (the runtime between
-// actions), and an AdamW step after it.
+// actions), and an AdamW step after it; and the actions the rank ran.
 struct StepBreakdown {
   double step = 0, compute = 0, wait = 0, post = 0, rest = 0, optimizer = 0;
+  double actions = 0;
+  // The runtime's own cost per action, µs: posting and the rest over the
+  // actions (the zero-bubble schedules run twice the compute actions).
+  double overhead_us_per_action() const { return actions > 0 ? 1000 * (post + rest) / actions : 0; }
 };
 
 // One more step traced, and an AdamW step timed after an untimed first

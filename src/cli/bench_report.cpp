@@ -110,17 +110,19 @@ std::string format_overhead(const std::vector<BenchRow>& rows) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(2)
      << "\nwhere one step went, ms (compute without waits | waits: for received data, the last sends, the"
-        " reductions | posting messages | the rest: the runtime between actions | an AdamW step)\n";
+        " reductions | posting messages | the rest: the runtime between actions | an AdamW step), and the"
+        " runtime's own cost per action, us (posting and the rest over the rank's actions)\n";
   for (const auto& r : rows) {
     os << r.label() << "\n";
     os << std::right << std::setw(8) << "rank" << std::setw(10) << "step" << std::setw(10) << "compute" << std::setw(10)
        << "wait" << std::setw(10) << "post" << std::setw(10) << "rest" << std::setw(11) << "optimizer" << std::setw(9)
-       << "rest %" << "\n";
+       << "rest %" << std::setw(9) << "actions" << std::setw(11) << "us/action" << "\n";
     int rank = 0;
     for (const auto& b : r.overhead) {
       os << std::setw(8) << rank++;
       for (const double v : {b.step, b.compute, b.wait, b.post, b.rest}) os << std::setw(10) << v;
-      os << std::setw(11) << b.optimizer << std::setw(8) << 100.0 * b.rest / b.step << "%\n";
+      os << std::setw(11) << b.optimizer << std::setw(8) << 100.0 * b.rest / b.step << "%" << std::setw(9)
+         << static_cast<int>(b.actions) << std::setw(11) << b.overhead_us_per_action() << "\n";
     }
   }
   return os.str();
@@ -184,7 +186,8 @@ nlohmann::json row_json(const BenchRow& r) {
              {"preprocess_backward", {r.mpipe_measured->preprocess_backward, r.mpipe_simulated->preprocess_backward}}};
   if (!r.overhead.empty()) {
     overhead = json::array();
-    for (const auto& b : r.overhead) overhead.push_back({b.step, b.compute, b.wait, b.post, b.rest, b.optimizer});
+    for (const auto& b : r.overhead)
+      overhead.push_back({b.step, b.compute, b.wait, b.post, b.rest, b.optimizer, b.actions, b.overhead_us_per_action()});
   }
   return {{"schedule", r.schedule},
           {"pp", r.layout.pp},

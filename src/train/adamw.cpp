@@ -43,11 +43,11 @@ void AdamWOptions::validate() const {
   }
 }
 
-bool is_no_decay_name(const std::string& name) {
+bool is_no_decay(const std::string& name, std::int64_t dim) {
   static const std::string bias = "bias";
   const bool ends_bias =
       name.size() >= bias.size() && name.compare(name.size() - bias.size(), bias.size(), bias) == 0;
-  return ends_bias || name.find("norm") != std::string::npos;
+  return ends_bias || dim == 1;
 }
 
 AdamW::AdamW(NamedParams params, AdamWOptions options)
@@ -78,7 +78,7 @@ AdamW::AdamW(NamedParams params, AdamWOptions options)
 }
 
 bool AdamW::decays(const std::string& name) const {
-  return options_.weight_decay != 0.0 && !(options_.no_decay_bias_and_norm && is_no_decay_name(name));
+  return options_.weight_decay != 0.0 && !(options_.no_decay_bias_and_1d && is_no_decay(name, params_.at(name).dim()));
 }
 
 void AdamW::step(double lr) {

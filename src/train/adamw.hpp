@@ -7,11 +7,12 @@
 // parameter's GLOBAL name, so a checkpoint saved under one pipeline layout
 // loads into another (train/checkpoint.hpp).
 //
-// Weight-decay rule (no_decay_bias_and_norm, on by default as in GPT/Megatron
-// training): a parameter whose name ends in "bias" or contains "norm"
-// ("layers.3.attn_norm.weight", "final_norm.bias", "layers.0.mlp.fc1.bias") gets
-// no weight decay; every other parameter gets options.weight_decay. Turn the
-// option off for plain torch semantics (decay everything).
+// Weight-decay rule (no_decay_bias_and_1d, on by default): Megatron-LM's
+// (megatron/core/optimizer, _get_param_groups): a bias (its name ends in
+// "bias") and every one-dimensional parameter (norms' weights, mHC's alphas,
+// Mamba's A_log and D) get no weight decay; every other parameter gets
+// options.weight_decay. Turn the option off for plain torch semantics (decay
+// everything).
 //
 // One flat buffer per dtype holds the gradients and each of exp_avg and
 // exp_avg_sq, as Megatron's contiguous gradient buffer does: when every
@@ -46,14 +47,15 @@ struct AdamWOptions {
   double beta2 = 0.999;                // --adam-beta2, in [0, 1)
   double eps = 1e-8;                   // --adam-eps, > 0
   double weight_decay = 0.01;          // --weight-decay, >= 0
-  bool no_decay_bias_and_norm = true;  // see the weight-decay rule above
+  bool no_decay_bias_and_1d = true;    // see the weight-decay rule above
 
   // Throws std::invalid_argument naming the flag and the allowed range.
   void validate() const;
 };
 
-// The no-decay name rule: ends with "bias" or contains "norm".
-bool is_no_decay_name(const std::string& name);
+// The no-decay rule for a parameter of this name and number of dimensions:
+// its name ends with "bias", or it has one dimension.
+bool is_no_decay(const std::string& name, std::int64_t dim);
 
 struct AdamWParamState {
   at::Tensor exp_avg;     // same shape, dtype and device as the parameter
@@ -82,7 +84,7 @@ class AdamW {
   // Zeroes every defined grad in place (LibTorch 1.13 semantics: it stays defined).
   void zero_grad();
 
-  // Whether the parameter gets weight decay (the rule above applied to the name).
+  // Whether the parameter of this name gets weight decay (the rule above).
   bool decays(const std::string& name) const;
 
   const AdamWOptions& options() const { return options_; }
@@ -102,7 +104,7 @@ class AdamW {
     at::Tensor param;
     at::Tensor grad, exp_avg, exp_avg_sq;  // views of the Flat's buffers
     std::int64_t offset = 0;
-    bool decays = false;  // decays(name), fixed by the name and the options
+    bool decays = false;  // decays(name), fixed by the parameter and the options
   };
   struct Flat {  // the parameters of one dtype and device
     at::Tensor grads, exp_avg, exp_avg_sq;

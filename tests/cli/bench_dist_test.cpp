@@ -59,6 +59,11 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
       EXPECT_NEAR(compute + wait + post + rest, step, 1e-6 * step) << rank.dump();
       EXPECT_GE(rest, -0.01 * step) << rank.dump();
       EXPECT_GT(rank.at(5).get<double>(), 0) << rank.dump();  // the AdamW step
+      // The actions the rank ran, and the runtime's own cost per action, us.
+      const double actions = rank.at(6);
+      EXPECT_GE(actions, 2 * 4) << rank.dump();  // a forward and a backward of each of 4 micro-batches at least
+      EXPECT_NEAR(rank.at(7).get<double>(), 1000 * (post + rest) / actions, 1e-9 * (1 + rank.at(7).get<double>()))
+          << rank.dump();
     }
   }
 }

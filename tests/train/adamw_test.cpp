@@ -20,6 +20,10 @@ NamedParams make_params(std::uint64_t seed) {
   p["layers.0.mlp.fc1.bias"] = at::randn({4}, gen, opts);
   p["layers.0.attn_norm.weight"] = at::randn({3}, gen, opts);
   p["word_embeddings.weight"] = at::randn({5, 3}, gen, opts);
+  // Beside the names the old rule knew: a 1-D parameter named like neither (an
+  // mHC alpha) and a 2-D one named "norm".
+  p["layers.0.attn_hc.alpha_pre"] = at::randn({3}, gen, opts);
+  p["layers.0.norm_proj.weight"] = at::randn({3, 3}, gen, opts);
   for (auto& [n, t] : p) t.requires_grad_(true);
   return p;
 }
@@ -49,6 +53,13 @@ std::vector<at::Tensor> values(const NamedParams& p) {
   return v;
 }
 
+// Megatron-LM's param groups (megatron/core/optimizer/__init__.py,
+// _get_param_groups, no_weight_decay_cond unset): no decay for a name that
+// ends with ".bias" or a parameter of one dimension.
+bool megatron_no_decay(const std::string& n, const at::Tensor& t) {
+  return (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0) || t.dim() == 1;
+}
+
 void expect_same_as_torch(bool no_decay_rule) {
   NamedParams ours = make_params(7);
   NamedParams ref_named = make_params(7);
@@ -57,11 +68,11 @@ void expect_same_as_torch(bool no_decay_rule) {
 
   AdamWOptions o;  // torch defaults: betas 0.9/0.999, eps 1e-8, weight decay 0.01
   o.weight_decay = 0.1;
-  o.no_decay_bias_and_norm = no_decay_rule;
+  o.no_decay_bias_and_1d = no_decay_rule;
   AdamW ours_opt(ours, o);
 
   std::vector<at::Tensor> decay, no_decay;
-  for (const auto& [n, t] : ref_named) (no_decay_rule && is_no_decay_name(n) ? no_decay : decay).push_back(t);
+  for (const auto& [n, t] : ref_named) (no_decay_rule && megatron_no_decay(n, t) ? no_decay : decay).push_back(t);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
                                  torch::optim::AdamWOptions(lrs[0]).weight_decay(0.1)));
@@ -82,8 +93,10 @@ void expect_same_as_torch(bool no_decay_rule) {
     }
   }
   EXPECT_EQ(ours_opt.step_count(), 5);
-  EXPECT_EQ(ours_opt.state().params.at("word_embeddings.weight").step, 4);  // skipped once
-  EXPECT_EQ(ours_opt.state().params.at("layers.0.mlp.fc1.weight").step, 5);
+  EXPECT_EQ(ours_opt.state().params.at("layers.0.mlp.fc1.weight").step, 4);  // parameter 3: skipped once
+  EXPECT_EQ(ours_opt.state().params.at("word_embeddings.weight").step, 5);
+  EXPECT_EQ(ours_opt.decays("layers.0.attn_hc.alpha_pre"), !no_decay_rule);
+  EXPECT_EQ(ours_opt.decays("layers.0.norm_proj.weight"), true);
 }
 
 TEST(AdamW, MatchesTorchAdamWBitwiseWithNoDecayRule) { expect_same_as_torch(true); }
@@ -98,37 +111,46 @@ TEST(AdamW, DefaultsAreTorchDefaults) {
   EXPECT_EQ(o.weight_decay, t.weight_decay());
 }
 
-TEST(AdamW, NoDecayNameRule) {
-  EXPECT_TRUE(is_no_decay_name("layers.0.mlp.fc1.bias"));
-  EXPECT_TRUE(is_no_decay_name("layers.3.attn_norm.weight"));
-  EXPECT_TRUE(is_no_decay_name("final_norm.bias"));
-  EXPECT_TRUE(is_no_decay_name("final_norm.weight"));
-  EXPECT_FALSE(is_no_decay_name("layers.0.mlp.fc1.weight"));
-  EXPECT_FALSE(is_no_decay_name("word_embeddings.weight"));
-  EXPECT_FALSE(is_no_decay_name("layers.0.bias_gate.weight"));  // "bias" not at the end
+// Megatron-LM's rule: biases and one-dimensional parameters.
+TEST(AdamW, NoDecayRuleIsMegatrons) {
+  EXPECT_TRUE(is_no_decay("layers.0.mlp.fc1.bias", 1));
+  EXPECT_TRUE(is_no_decay("layers.3.attn_norm.weight", 1));
+  EXPECT_TRUE(is_no_decay("final_norm.bias", 1));
+  EXPECT_TRUE(is_no_decay("layers.0.attn_hc.alpha_pre", 1));  // the old name rule decayed it
+  EXPECT_TRUE(is_no_decay("layers.0.mixer.A_log", 1));
+  EXPECT_FALSE(is_no_decay("layers.0.mlp.fc1.weight", 2));
+  EXPECT_FALSE(is_no_decay("word_embeddings.weight", 2));
+  EXPECT_FALSE(is_no_decay("layers.0.norm_proj.weight", 2));  // the old name rule exempted it
+  EXPECT_FALSE(is_no_decay("layers.0.bias_gate.weight", 2));  // "bias" not at the end
 
   AdamWOptions o;
-  AdamW opt({{"a.weight", at::zeros({1})}, {"a.bias", at::zeros({1})}, {"ln_norm.weight", at::zeros({1})}}, o);
+  AdamW opt({{"a.weight", at::zeros({1, 1})}, {"a.bias", at::zeros({1})}, {"ln_norm.weight", at::zeros({1})},
+              {"hc.alpha_pre", at::zeros({3})}},
+             o);
   EXPECT_TRUE(opt.decays("a.weight"));
   EXPECT_FALSE(opt.decays("a.bias"));
   EXPECT_FALSE(opt.decays("ln_norm.weight"));
-  o.no_decay_bias_and_norm = false;
+  EXPECT_FALSE(opt.decays("hc.alpha_pre"));
+  o.no_decay_bias_and_1d = false;
   AdamW all({{"a.bias", at::zeros({1})}}, o);
   EXPECT_TRUE(all.decays("a.bias"));
 }
 
 TEST(AdamW, WeightDecayOnlyTouchesDecayedParams) {
   // Zero grads: the Adam term is 0, so only the decay moves a parameter.
-  auto w = at::ones({2}, at::kDouble).requires_grad_(true);
+  auto w = at::ones({2, 2}, at::kDouble).requires_grad_(true);
   auto b = at::ones({2}, at::kDouble).requires_grad_(true);
-  w.mutable_grad() = at::zeros({2}, at::kDouble);
+  auto alpha = at::ones({2}, at::kDouble).requires_grad_(true);
+  w.mutable_grad() = at::zeros({2, 2}, at::kDouble);
   b.mutable_grad() = at::zeros({2}, at::kDouble);
+  alpha.mutable_grad() = at::zeros({2}, at::kDouble);
   AdamWOptions o;
   o.weight_decay = 0.5;
-  AdamW opt({{"fc.weight", w}, {"fc.bias", b}}, o);
+  AdamW opt({{"fc.weight", w}, {"fc.bias", b}, {"hc.alpha_pre", alpha}}, o);
   opt.step(0.1);
-  EXPECT_DOUBLE_EQ(w[0].item<double>(), 1.0 - 0.1 * 0.5);
+  EXPECT_DOUBLE_EQ(w[0][0].item<double>(), 1.0 - 0.1 * 0.5);
   EXPECT_DOUBLE_EQ(b[0].item<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(alpha[0].item<double>(), 1.0);  // one-dimensional: not decayed
 }
 
 TEST(AdamW, StateMovesBetweenLayoutsByName) {
@@ -200,7 +222,7 @@ void expect_flat_update_as_torch(const std::function<NamedParams()>& make) {
   o.weight_decay = 0.1;
   AdamW ours_opt(ours, o);
   std::vector<at::Tensor> decay, no_decay;
-  for (const auto& [n, t] : ref_named) (is_no_decay_name(n) ? no_decay : decay).push_back(t);
+  for (const auto& [n, t] : ref_named) (megatron_no_decay(n, t) ? no_decay : decay).push_back(t);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.1)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(0.0)));
