@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hand_schedules.hpp"
 #include "schedule/generate.hpp"
+#include "schedule/owner_search.hpp"
 #include "schedule/schedule_io.hpp"
 #include "schedule/simulate.hpp"
 #include "schedule/validate.hpp"
@@ -327,6 +329,25 @@ TEST(MPipeGrid, AroundTheZeroBubbleBodies) {
             << kind_name(body_kind) << " pp " << pp << " mb " << mb;
       }
   EXPECT_EQ(checked, 16 * layouts);
+}
+
+// --overflow auto over the zero-bubble bodies: the owners it picks give a
+// valid schedule that strips back to its body, never slower than full or min.
+TEST(MPipeGrid, AutoOverflowAroundTheZeroBubbleBodies) {
+  CostModel c;
+  c.f = 1, c.b = 2, c.pre_f = 0.5, c.pre_b = 1;
+  for (auto [body_kind, v, mb] : {std::tuple{ScheduleKind::ZeroBubble1P, 1, 6}, {ScheduleKind::ZeroBubble1P, 2, 7},
+                                  {ScheduleKind::ZeroBubbleV, 2, 5}, {ScheduleKind::DualPipeV, 2, 9}}) {
+    auto o = mpipe_opts(4, v, mb);
+    o.mpipe.body = body_kind;
+    o.mpipe.transpose_layers = 1;
+    const OwnerChoice choice = choose_owners(o, c);
+    o.mpipe.overflow = Overflow::Auto;
+    o.mpipe.owners = choice.owners;
+    expect_invariant_and_valid(o, plain_body(o));
+    EXPECT_LE(choice.step_time, std::min(choice.full_step, choice.min_step)) << kind_name(body_kind);
+    EXPECT_DOUBLE_EQ(simulate(generate_mpipe(o), c).step_time, choice.step_time) << kind_name(body_kind);
+  }
 }
 
 // Issue 13 part 6: the spec's interleaved body at v 1 warms rank 0 up
