@@ -103,9 +103,9 @@ train::FaultInjection fault_from_flag(const std::string& fault) {
 // The launcher's account of earlier starts of this job (launch.hpp's --max-restarts).
 train::TrainOptions::Restart restart_from_environment() {
   train::TrainOptions::Restart r;
-  if (const char* n = std::getenv("HYPERPIPE_RESTART_COUNT")) r.count = std::max(0, std::atoi(n));
-  if (const char* why = std::getenv("HYPERPIPE_RESTART_REASON")) r.reason = why;
-  if (const char* at = std::getenv("HYPERPIPE_FAILED_AT_MS")) r.failed_at_ms = std::atoll(at);
+  if (const char* n = std::getenv(launch::kRestartCountEnv)) r.count = std::max(0, std::atoi(n));
+  if (const char* why = std::getenv(launch::kRestartReasonEnv)) r.reason = why;
+  if (const char* at = std::getenv(launch::kFailedAtMsEnv)) r.failed_at_ms = std::atoll(at);
   return r;
 }
 

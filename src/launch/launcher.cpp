@@ -442,7 +442,7 @@ int launch_local(const LaunchOptions& opts) {
                                 " must be >= 0 (0: a failed rank ends the job)");
   }
   SignalGuard signals(opts.forward_signals);
-  std::vector<std::pair<std::string, std::string>> restart_env = {{"HYPERPIPE_RESTART_COUNT", "0"},
+  std::vector<std::pair<std::string, std::string>> restart_env = {{kRestartCountEnv, "0"},
                                                                   {"TORCHELASTIC_RESTART_COUNT", "0"}};
   for (int restart = 0;; ++restart) {
     Launch launch(opts, restart_env);
@@ -458,10 +458,10 @@ int launch_local(const LaunchOptions& opts) {
     launch.say("hyperpipe launch: restart " + count + " of " + std::to_string(opts.max_restarts) + " after " +
                launch.failure() + ": starting every rank again");
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(launch.failed_at().time_since_epoch());
-    restart_env = {{"HYPERPIPE_RESTART_COUNT", count},
+    restart_env = {{kRestartCountEnv, count},
                    {"TORCHELASTIC_RESTART_COUNT", count},
-                   {"HYPERPIPE_RESTART_REASON", launch.failure()},
-                   {"HYPERPIPE_FAILED_AT_MS", std::to_string(ms.count())}};
+                   {kRestartReasonEnv, launch.failure()},
+                   {kFailedAtMsEnv, std::to_string(ms.count())}};
   }
 }
 

@@ -82,6 +82,11 @@ struct LaunchOptions {
   int max_restarts = 0;  // restarts of the whole group after a rank fails
 };
 
+// The variables a restarted group's ranks read (the contract above).
+inline constexpr const char* kRestartCountEnv = "HYPERPIPE_RESTART_COUNT";
+inline constexpr const char* kRestartReasonEnv = "HYPERPIPE_RESTART_REASON";
+inline constexpr const char* kFailedAtMsEnv = "HYPERPIPE_FAILED_AT_MS";
+
 // The exit code with which a rank asks the launcher not to restart the job:
 // its failure would happen again (hyperpipe train's failed save).
 inline constexpr int kExitNoRestart = 79;

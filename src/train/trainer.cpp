@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -40,7 +39,7 @@ LrScheduleOptions lr_options(const TrainOptions& o) {
   return lr;
 }
 
-void validate_checkpoint(const std::string& load, std::int64_t steps, const Task& task);
+void validate_checkpoint(const std::string& load, std::int64_t steps, bool must_train_past, const Task& task);
 
 // Tensor parallelism: the whole tensors of the split parameters and of their
 // optimizer state, for a checkpoint. Collective over the tp group.
@@ -116,7 +115,7 @@ void TrainOptions::validate(const Task& task) const {
     if (auto available = available_memory_bytes()) check_memory_fits(*estimate, std::max(1, ranks), *available);
   }
   // A restarted job whose last start saved its last step has nothing left to train, and ends.
-  if (!load.empty()) validate_checkpoint(load, restart.count > 0 ? std::numeric_limits<std::int64_t>::max() : steps, task);
+  if (!load.empty()) validate_checkpoint(load, steps, /*must_train_past=*/restart.count == 0, task);
 }
 
 namespace {
@@ -124,11 +123,11 @@ namespace {
 // Every file of the checkpoint is checked (checksums) and its model compared with this run's,
 // key by key, naming the keys that differ (a key only one side has differs too, e.g. mHC's
 // streams; but older checkpoints lack the keys recorded later). A run that would train no
-// step past the checkpoint is refused too (steps = the largest int64: not checked).
-void validate_checkpoint(const std::string& load, std::int64_t steps, const Task& task) {
+// step past the checkpoint is refused too, unless !must_train_past.
+void validate_checkpoint(const std::string& load, std::int64_t steps, bool must_train_past, const Task& task) {
   static const std::set<std::string> kRecordedLater = {"seq-len", "mhc-sinkhorn-iterations"};
   const CheckpointInfo info = verify_checkpoint(load);
-  if (steps != std::numeric_limits<std::int64_t>::max() && steps <= info.step)
+  if (must_train_past && steps <= info.step)
     throw std::invalid_argument("train.steps " + std::to_string(steps) + " trains nothing after train.load " + load +
                                 ", saved at step " + std::to_string(info.step) + ": give train.steps above " +
                                 std::to_string(info.step));
