@@ -127,7 +127,14 @@ std::vector<OptionSpec> model_options() {
       {"train.grad_accum", "--grad-accum", kJob, "pipeline runs per optimizer step", HP_FIELD(r.train->grad_accum)},
       {"train.distributed_optimizer", "--use-distributed-optimizer", kJob,
        "shard the AdamW state over the --dp (x --cp) ranks (ZeRO-1)", HP_FIELD(r.train->distributed_optimizer)},
-      {"data.data", "--data", kJob, "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB]", HP_FIELD(r.data->data)},
+      {"data.data", "--data", kJob,
+       "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB], a Megatron indexed dataset PREFIX (PREFIX.bin + "
+       "PREFIX.idx) or a blend \"W1 PREFIX1 W2 PREFIX2 ...\"",
+       HP_FIELD(r.data->data)},
+      {"data.split", "--split", kJob,
+       "train,validation,test weights over a Megatron dataset's documents (default 969,30,1); the validation part "
+       "is the held-out data",
+       HP_FIELD(r.data->split), "", false},
       {"data.eval_data", "--eval-data", kJob,
        "held-out tokens (same forms as --data); default: the embedded corpus's held-out tail",
        HP_FIELD(r.data->eval_data), "", false},

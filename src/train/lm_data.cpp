@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "data/batch_sampler.hpp"
+#include "data/corpus.hpp"
+#include "data/megatron_data.hpp"
 #include "data/rng.hpp"
 #include "data/token_source.hpp"
 #include "model/gpt_stages.hpp"
@@ -18,9 +19,11 @@ namespace {
 // The embedded corpus's held-out tail: 1/16 of it (64 KiB of the 1 MiB).
 constexpr std::size_t kHeldOutFraction = 16;
 
-std::unique_ptr<data::TokenSource> open_eval_source(const std::string& spec) {
+// --eval-data: every document of a Megatron dataset, or random windows of tokens.
+std::shared_ptr<const data::Corpus> open_eval_source(const std::string& spec, int seq_len) {
   try {
-    return data::open_source(spec);
+    if (data::is_megatron_data(spec)) return data::open_megatron_data(spec, "1,0,0", seq_len)[0];
+    return data::random_windows(data::open_source(spec));
   } catch (const std::invalid_argument& e) {
     std::string m = e.what();
     if (m.rfind("data.data", 0) == 0) m = "data.eval_data" + m.substr(9);
@@ -31,15 +34,25 @@ std::unique_ptr<data::TokenSource> open_eval_source(const std::string& spec) {
 }  // namespace
 
 LmData::LmData(LmDataOptions options) : options_(std::move(options)) {
-  std::shared_ptr<const data::TokenSource> source = data::open_source(options_.data);
-  if (options_.data == "embedded" || options_.data.empty()) {
-    const std::size_t n = source->size(), held_out = n / kHeldOutFraction;
-    train_ = data::slice_source(source, 0, n - held_out);
-    eval_ = data::slice_source(source, n - held_out, n);
+  if (data::is_megatron_data(options_.data)) {
+    auto parts = data::open_megatron_data(options_.data, options_.split, options_.seq_len);
+    train_ = parts[0];
+    eval_ = parts[1];
   } else {
-    train_ = std::move(source);
+    if (!options_.split.empty())
+      throw std::invalid_argument("data.split " + options_.split +
+                                  " divides the documents of a Megatron indexed dataset (data.data PREFIX or a "
+                                  "blend), and data.data " + options_.data + " is not one; drop data.split");
+    std::shared_ptr<const data::TokenSource> source = data::open_source(options_.data);
+    if (options_.data == "embedded" || options_.data.empty()) {
+      const std::size_t n = source->size(), held_out = n / kHeldOutFraction;
+      train_ = data::random_windows(data::slice_source(source, 0, n - held_out));
+      eval_ = data::random_windows(data::slice_source(source, n - held_out, n));
+    } else {
+      train_ = data::random_windows(std::move(source));
+    }
   }
-  if (!options_.eval_data.empty()) eval_ = open_eval_source(options_.eval_data);
+  if (!options_.eval_data.empty()) eval_ = open_eval_source(options_.eval_data, options_.seq_len);
 }
 
 LmData::~LmData() = default;
@@ -55,11 +68,11 @@ void LmData::validate(int vocab, int positions, int mtp_depth) const {
   if (o.seq_len <= mtp_depth)
     fail("data.seq_len " + std::to_string(o.seq_len) + " leaves no position for multi-token prediction " +
          std::to_string(mtp_depth) + " tokens ahead; use a data.seq_len above " + std::to_string(mtp_depth));
-  auto check = [&](const data::TokenSource& src, const std::string& flag, const std::string& spec) {
+  auto check = [&](const data::Corpus& src, const std::string& flag, const std::string& spec) {
     if (src.vocab_size() > vocab)
       fail(flag + " " + spec + " has token ids up to " + std::to_string(src.vocab_size() - 1) + " but model.vocab_size is " +
            std::to_string(vocab));
-    if (src.size() < static_cast<std::size_t>(o.seq_len) + 1)
+    if (src.longest_row() < static_cast<std::size_t>(o.seq_len) + 1)
       fail(flag + " " + spec + " is shorter than data.seq_len + 1 tokens");
   };
   check(*train_, "data.data", o.data);
@@ -74,7 +87,7 @@ int LmData::seq_len_of(std::int64_t index, int micro_batches, int m, std::uint64
   return shortest + static_cast<int>(rng.next() % static_cast<std::uint64_t>(full - shortest + 1));
 }
 
-std::vector<runtime::MicroBatch> LmData::sample(const data::TokenSource& source, std::int64_t index,
+std::vector<runtime::MicroBatch> LmData::sample(const data::Corpus& source, std::int64_t index,
                                                 int micro_batches, const runtime::Reads& reads,
                                                 std::uint64_t seed) const {
   const int rows = options_.micro_batch_size;
@@ -90,7 +103,7 @@ std::vector<runtime::MicroBatch> LmData::sample(const data::TokenSource& source,
   if (!options_.variable_seq_len) {
     b.batch_size = rows * micro_batches;
     b.seq_len = options_.seq_len;
-    const data::Batch batch = data::sample_batch(source, b, index, &read);
+    const data::Batch batch = source.batch(b, index, &read);
     tokens_read_ += batch.tokens_read;
     const at::Tensor tokens = at::tensor(batch.tokens, at::kLong).view({batch.batch_size, batch.seq_len + 1});
     parts = runtime::split_microbatches(tokens, micro_batches);
@@ -101,7 +114,7 @@ std::vector<runtime::MicroBatch> LmData::sample(const data::TokenSource& source,
     for (int m = 0; m < micro_batches; ++m) {
       b.seq_len = seq_len_of(index, micro_batches, m, seed);
       const std::vector<bool> mine(read.begin() + m * rows, read.begin() + (m + 1) * rows);
-      const data::Batch batch = data::sample_batch(source, b, index * micro_batches + m, &mine);
+      const data::Batch batch = source.batch(b, index * micro_batches + m, &mine);
       tokens_read_ += batch.tokens_read;
       parts.push_back(at::tensor(batch.tokens, at::kLong).view({rows, b.seq_len + 1}));
     }
@@ -120,7 +133,8 @@ std::vector<runtime::MicroBatch> LmData::eval_batch(std::int64_t index, int micr
                                                     const runtime::Reads& reads, std::uint64_t seed) const {
   if (!eval_)
     throw std::invalid_argument("train.eval_interval needs held-out data: data.data " + options_.data +
-                                " has none of its own; give data.eval_data PATH");
+                                " has none of its own (a Megatron dataset's validation part, from data.split, "
+                                "holds too few tokens or none); give data.eval_data PATH");
   return sample(*eval_, index, micro_batches, reads, seed ^ kHeldOutSeedMix);
 }
 

@@ -1,13 +1,15 @@
-// LmData: language-model micro-batches from a token source (the embedded
-// corpus, text or pre-tokenized files: data/token_source.hpp), the data side
-// that the GPT and Hybrid tasks share. Batch `index` is micro_batch_size *
-// micro_batches sequences of seq_len + 1 tokens (data::sample_batch), split
-// into micro-batches of input [:, :-1] and target [:, 1:].
+// LmData: language-model micro-batches from a corpus (the embedded corpus,
+// text or pre-tokenized files: data/token_source.hpp; Megatron's indexed
+// datasets and blends: data/megatron_data.hpp), the data side that the GPT
+// and Hybrid tasks share. Batch `index` is micro_batch_size * micro_batches
+// sequences of seq_len + 1 tokens (data::Corpus::batch), split into
+// micro-batches of input [:, :-1] and target [:, 1:].
 //
 // Held-out data: the embedded corpus keeps its last sixteenth for evaluation,
 // which training never reads (with or without --eval-interval, so a run's
-// training curve does not depend on it); --eval-data PATH names held-out
-// tokens of any source (and is required for file --data to evaluate).
+// training curve does not depend on it); a Megatron dataset's validation part
+// (--split) is its held-out data; --eval-data names held-out tokens of any
+// source (and is required for other file --data to evaluate).
 #pragma once
 
 #include <atomic>
@@ -19,7 +21,7 @@
 #include "runtime/microbatch.hpp"
 
 namespace hp::data {
-class TokenSource;
+class Corpus;
 }
 
 namespace hp::train {
@@ -29,6 +31,7 @@ struct LmDataOptions {
   int seq_len = 32;               // --seq-len
   std::string data = "embedded";  // --data
   std::string eval_data;          // --eval-data; "" = the embedded corpus's held-out tail
+  std::string split;              // --split over a Megatron dataset's documents; "" = 969,30,1
   // --variable-seq-len: micro-batch m of a batch holds sequences of its own
   // length L_m, drawn from [seq_len / 2, seq_len] by (seed, batch, m), as
   // documents cut at different boundaries would; the pipeline must ship
@@ -65,13 +68,13 @@ class LmData {
   std::string describe() const;
 
  private:
-  std::vector<runtime::MicroBatch> sample(const data::TokenSource& source, std::int64_t index, int micro_batches,
+  std::vector<runtime::MicroBatch> sample(const data::Corpus& source, std::int64_t index, int micro_batches,
                                           const runtime::Reads& reads, std::uint64_t seed) const;
 
   mutable std::atomic<std::int64_t> tokens_read_{0};
   LmDataOptions options_;
-  std::shared_ptr<const data::TokenSource> train_;
-  std::shared_ptr<const data::TokenSource> eval_;  // null: no held-out data
+  std::shared_ptr<const data::Corpus> train_;
+  std::shared_ptr<const data::Corpus> eval_;  // null: no held-out data
 };
 
 }  // namespace hp::train

@@ -5,6 +5,8 @@
 
 #include <set>
 
+#include "data/indexed_dataset.hpp"
+
 namespace hp::train {
 namespace {
 
@@ -64,6 +66,52 @@ TEST(LmData, VariableLengthsAreDrawnPerMicroBatchTheSameOnEveryRank) {
   const auto owner = data.batch(3, 8, {{5}, false, false}, 11);
   for (int m = 0; m < 8; ++m) EXPECT_TRUE(last[m].target.equal(whole[m].target));
   EXPECT_TRUE(owner[5].input.equal(whole[5].input));
+}
+
+// --data PREFIX: batches are Megatron GPT samples of the train part, and the
+// validation part of --split is the held-out data.
+TEST(LmData, AMegatronDatasetTrainsOnItsTrainPartAndEvaluatesOnItsValidationPart) {
+  const std::string prefix = ::testing::TempDir() + "lm_data_indexed";
+  {
+    data::IndexedDatasetWriter w(prefix, data::TokenDtype::kUint16);
+    for (int d = 0; d < 10; ++d) w.add_document(std::vector<std::int64_t>(20, d));
+    w.finish();
+  }
+  LmDataOptions o;
+  o.micro_batch_size = 2;
+  o.seq_len = 8;
+  o.data = prefix;
+  o.split = "8,2,0";
+  LmData data(o);
+  data.validate(16, 32);
+  ASSERT_TRUE(data.has_eval_data());
+  const runtime::Reads all{{0, 1, 2}, true, false};
+  for (std::int64_t step = 0; step < 20; ++step) {
+    for (const auto& m : data.batch(step, 3, all, 7)) EXPECT_LT(m.input.max().item<std::int64_t>(), 8);
+    for (const auto& m : data.eval_batch(step, 3, all, 7)) EXPECT_GE(m.input.min().item<std::int64_t>(), 8);
+  }
+  // Each batch reads its own samples: consecutive batches differ, the same one repeats.
+  EXPECT_TRUE(data.batch(4, 3, all, 7)[1].input.equal(data.batch(4, 3, all, 7)[1].input));
+  EXPECT_FALSE(data.batch(4, 3, all, 7)[1].input.equal(data.batch(5, 3, all, 7)[1].input));
+  try {
+    data.validate(8, 32);
+    ADD_FAILURE() << "token 9 fit a vocabulary of 8";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("has token ids up to 9 but model.vocab_size is 8"), std::string::npos);
+  }
+}
+
+TEST(LmData, ASplitOfDataThatIsNotAMegatronDatasetIsRefused) {
+  LmDataOptions o;
+  o.split = "9,1,0";
+  try {
+    LmData data(o);
+    ADD_FAILURE() << "accepted data.split for the embedded corpus";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("data.split 9,1,0 divides the documents of a Megatron indexed dataset", 0),
+              0u)
+        << e.what();
+  }
 }
 
 }  // namespace
