@@ -17,6 +17,8 @@ add_library(hyperpipe::hyperpipe ALIAS hp_package)
 install(TARGETS hp_package ${HP_TORCH_LIBS} EXPORT hyperpipeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS hyperpipe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# tokenize, train --tokenizer-model and generate start it from beside the binary.
+install(TARGETS hyperpipe-sentencepiece RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/public_headers.txt)
 file(STRINGS ${PROJECT_SOURCE_DIR}/cmake/public_headers.txt public_headers REGEX "^[^#]")
 foreach(header ${public_headers})

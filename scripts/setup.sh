@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   zlib1g-dev                          # crc32 of the checkpoint files
+  libsentencepiece-dev                # tokenize, train --tokenizer-model, generate: SentencePiece
   librsvg2-bin                        # rsvg-convert: look at the SVG timelines as PNG
   bsdutils                            # script: tests run commands on a pseudo-terminal
 )

@@ -10,6 +10,7 @@
 
 #include "cli/launch_command.hpp"
 #include "cli/plan_command.hpp"
+#include "cli/tokenize_command.hpp"
 #ifdef HYPERPIPE_WITH_TORCH
 #include "cli/bench_command.hpp"
 #include "cli/checkpoint_command.hpp"
@@ -29,6 +30,7 @@ void add_commands(CLI::App& app, int* exit_code) {
   add_generate_command(app, exit_code);
 #endif
   add_launch_command(app, exit_code);
+  add_tokenize_command(app, exit_code);
 }
 
 int run_hyperpipe(int argc, char** argv) {

@@ -141,7 +141,7 @@ int generate_rank(const GenerateArgs& a, comm::ProcessGroup* pg) {
   const auto generated = decoder.generate(job.tokens, job.options);
   if (rank != 0) return 0;
   for (size_t p = 0; p < generated.size(); ++p)
-    std::cout << job.prompts[p].name << (job.model.captions_images ? ": " : "") << job.model.detokenize(generated[p])
+    std::cout << job.prompts[p].name << (job.model.captions_images ? ": " : "") << job.model.detokenize(job.prompts[p], generated[p])
               << std::endl;
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "cli/job_options.hpp"
+#include "data/tokenize.hpp"
 #include "launch/launcher.hpp"
 #include "schedule/advise.hpp"
 #include "schedule/schedule.hpp"
@@ -29,7 +30,7 @@ constexpr unsigned kJob = kJobCommands, kLayout = kLayoutCommands, kRanks = kRan
 
 std::vector<OptionSpec> build_schema() {
   return {
-      {"config", "--config", kPlan | kRanks, "TOML file whose keys are these flags' names (mb = 8); later flags override it",
+      {"config", "--config", kPlan | kRanks | kTokenize, "TOML file whose keys are these flags' names (mb = 8); later flags override it",
        no_field, "", false},
       {"job.nproc", "--nproc", kRanks | kLaunch,
        "local ranks to start (train, bench: 4; generate: 1); with RANK/WORLD_SIZE set this process is one rank",
@@ -39,6 +40,21 @@ std::vector<OptionSpec> build_schema() {
        "start every rank again after a rank fails, up to N times (train resumes from --save's latest checkpoint; "
        "0: a failed rank ends the job)",
        max_restarts_field, "", true, "", check_count},
+      {"tokenize.inputs", "--input", kTokenize,
+       "text files (one document per line) or, with --json-key, JSON lines files", HP_FIELD(r.tokenize->inputs), "",
+       false},
+      {"tokenize.output_prefix", "--output-prefix", kTokenize,
+       "write PREFIX.bin and PREFIX.idx (a Megatron indexed dataset; PREFIX.model when a tokenizer is trained)",
+       HP_FIELD(r.tokenize->output_prefix), "", false},
+      {"tokenize.json_key", "--json-key", kTokenize, "read JSON lines and take each document from this string field",
+       HP_FIELD(r.tokenize->json_key), "", false},
+      {"tokenize.tokenizer_model", "--tokenizer-model", kTokenize,
+       "encode with this SentencePiece model (default: train one of --vocab-size pieces on the input)",
+       HP_FIELD(r.tokenize->tokenizer_model), "data.tokenizer_model", false},
+      {"tokenize.vocab_size", "--vocab-size", kTokenize, "pieces of the SentencePiece model trained when none is given",
+       HP_FIELD(r.tokenize->vocab_size)},
+      {"tokenize.workers", "--workers", kTokenize, "encoding threads (0 = the machine's cores)",
+       HP_FIELD(r.tokenize->workers), "", true, "", check_count},
       {"schedule.kind", "--schedule", kPlan | kJob, schedule::kind_names(), HP_FIELD(r.values->schedule)},
       {"schedule.pp", "--pp", kPlan, "pipeline ranks", HP_FIELD(r.schedule->pp)},
       {"mesh.dp", "--dp", kLayout,
@@ -177,6 +193,7 @@ const char* command_name(Command c) {
     case kBench: return "bench";
     case kGenerate: return "generate";
     case kLaunch: return "launch";
+    case kTokenize: return "tokenize";
   }
   return "?";
 }

@@ -44,6 +44,9 @@ struct GenerateOptions;
 namespace hp::launch {
 struct LaunchOptions;
 }
+namespace hp::data {
+struct TokenizeOptions;
+}
 namespace hp::runtime {
 struct ExecutorOptions;
 }
@@ -60,8 +63,9 @@ enum Command : unsigned {
   kBench = 1u << 3,
   kGenerate = 1u << 4,
   kLaunch = 1u << 5,
+  kTokenize = 1u << 6,
 };
-inline constexpr unsigned kAllCommands = kPlan | kTrain | kVerify | kBench | kGenerate | kLaunch;
+inline constexpr unsigned kAllCommands = kPlan | kTrain | kVerify | kBench | kGenerate | kLaunch | kTokenize;
 // The command's name as the user types it ("train").
 const char* command_name(Command c);
 
@@ -122,6 +126,7 @@ struct OptionRoots {
   runtime::ExecutorOptions* executor = nullptr;
   infer::GenerateOptions* generate = nullptr;
   launch::LaunchOptions* launch = nullptr;
+  data::TokenizeOptions* tokenize = nullptr;
 };
 
 // The field an option sets: a value of the CLI's kinds, or nothing (--config,

@@ -131,6 +131,10 @@ std::vector<OptionSpec> model_options() {
        "embedded, text:PATH, u16:PATH[:VOCAB], u32:PATH[:VOCAB], a Megatron indexed dataset PREFIX (PREFIX.bin + "
        "PREFIX.idx) or a blend \"W1 PREFIX1 W2 PREFIX2 ...\"",
        HP_FIELD(r.data->data)},
+      {"data.tokenizer_model", "--tokenizer-model", kJob,
+       "the SentencePiece model the data was tokenized with: --vocab comes from it (a --vocab given must agree), "
+       "and checkpoints record it for generate's text in and out",
+       HP_FIELD(r.data->tokenizer_model), "", false},
       {"data.split", "--split", kJob,
        "train,validation,test weights over a Megatron dataset's documents (default 969,30,1); the validation part "
        "is the held-out data",

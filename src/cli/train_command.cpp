@@ -11,6 +11,7 @@
 #include "cli/family_options.hpp"
 #include "cli/job.hpp"
 #include "comm/mesh.hpp"
+#include "data/tokenizer.hpp"
 #include "family/model_family.hpp"
 #include "launch/launcher.hpp"
 #include "cli/option_flags.hpp"
@@ -58,9 +59,18 @@ struct TrainJob {
 };
 
 // --model's family builds the Task (family/model_family.hpp).
+// With --tokenizer-model the vocabulary is the tokenizer's.
 std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
   family::FamilyOptions o = family_options(a.values, a.model, a.data, a.vision, a.hybrid);
   o.model.dtype = dtype;
+  if (!a.data.tokenizer_model.empty()) {
+    const std::int64_t vocab = data::sentencepiece_tokenizer(a.data.tokenizer_model)->vocab_size();
+    if (a.flags.given("--vocab") && a.model.vocab_size != vocab)
+      throw std::invalid_argument("--vocab " + std::to_string(a.model.vocab_size) + " disagrees with --tokenizer-model " +
+                                  a.data.tokenizer_model + "'s " + std::to_string(vocab) +
+                                  " pieces; drop --vocab (the tokenizer sets it)");
+    o.model.vocab_size = static_cast<int>(vocab);
+  }
   return family::find_family(a.values.model).make_task(o);
 }
 

@@ -35,7 +35,7 @@ std::vector<BlendEntry> parse_blend(const std::string& spec) {
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
   if (words.size() == 1) return {{1.0, words[0]}};
-  const std::string form = "; a blend is \"WEIGHT PREFIX WEIGHT PREFIX ...\" with weights > 0 (Megatron's --data-path)";
+  const std::string form = "; a blend is \"WEIGHT PREFIX WEIGHT PREFIX ...\" with weights > 0, as Megatron's data path";
   if (words.empty() || words.size() % 2 != 0)
     throw std::invalid_argument("data.data \"" + spec + "\": " + std::to_string(words.size()) + " words" + form);
   std::vector<BlendEntry> blend;

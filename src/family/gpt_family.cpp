@@ -26,7 +26,7 @@ ModelFamily gpt_family() {
   };
   f.profile = [](const FamilyOptions& o) { return emulated_profile(o.model.emulate, o.model.num_layers); };
   f.from_checkpoint = [](const train::CheckpointInfo& info) {
-    CheckpointModel c = byte_language_model(train::gpt_config_from_checkpoint(info));
+    CheckpointModel c = language_model(train::gpt_config_from_checkpoint(info), info);
     c.check_layout = [config = c.config](const schedule::ScheduleOptions& l) { infer::check_gpt_decode_layout(config, l); };
     c.build = [config = c.config](const schedule::ScheduleOptions& l, int rank, const std::vector<Prompt>&) {
       return infer::build_gpt_decode_model(config, l, rank, 1);

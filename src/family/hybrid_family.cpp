@@ -38,7 +38,7 @@ ModelFamily hybrid_family() {
   f.profile = [](const FamilyOptions& o) { return emulated_profile(o.model.emulate, o.model.num_layers); };
   f.from_checkpoint = [](const train::CheckpointInfo& info) {
     const model::HybridConfig hybrid = train::hybrid_config_from_checkpoint(info);
-    CheckpointModel c = byte_language_model(hybrid.base);
+    CheckpointModel c = language_model(hybrid.base, info);
     c.check_layout = [hybrid](const schedule::ScheduleOptions& l) { infer::check_hybrid_decode_layout(hybrid, l); };
     c.build = [hybrid](const schedule::ScheduleOptions& l, int rank, const std::vector<Prompt>&) {
       return infer::build_hybrid_decode_model(hybrid, l, rank, 1);

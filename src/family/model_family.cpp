@@ -4,9 +4,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer.hpp"
 #include "family/gpt_family.hpp"
 #include "family/hybrid_family.hpp"
 #include "family/vl_family.hpp"
+#include "train/checkpoint.hpp"
 
 namespace hp::family {
 namespace {
@@ -74,11 +78,34 @@ std::string byte_text(const std::vector<std::int64_t>& tokens) {
   return out;
 }
 
-CheckpointModel byte_language_model(const model::TransformerConfig& config) {
+CheckpointModel language_model(const model::TransformerConfig& config, const train::CheckpointInfo& info) {
   CheckpointModel c;
   c.config = config;
-  c.prompt = [](const std::string& text) { return Prompt{text, byte_tokens(text), {}}; };
-  c.detokenize = byte_text;
+  const auto meta = info.metadata_json.empty() ? nlohmann::json::object() : nlohmann::json::parse(info.metadata_json);
+  if (!meta.contains("tokenizer-model")) {
+    c.prompt = [](const std::string& text) { return Prompt{text, byte_tokens(text), {}}; };
+    c.detokenize = [](const Prompt&, const std::vector<std::int64_t>& tokens) { return byte_text(tokens); };
+    return c;
+  }
+  std::shared_ptr<const data::Tokenizer> tokenizer;
+  const auto path = meta.at("tokenizer-model").get<std::string>();
+  try {
+    tokenizer = data::sentencepiece_tokenizer(path);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("train.load " + info.path + " was trained with the tokenizer " + path +
+                                ", which cannot be read: " + e.what());
+  }
+  if (tokenizer->vocab_size() != config.vocab_size)
+    throw std::invalid_argument("train.load " + info.path + ": its tokenizer " + path + " has " +
+                                std::to_string(tokenizer->vocab_size()) + " pieces, the model " +
+                                std::to_string(config.vocab_size));
+  c.prompt = [tokenizer](const std::string& text) { return Prompt{text, tokenizer->encode(text), {}}; };
+  c.detokenize = [tokenizer](const Prompt& prompt, const std::vector<std::int64_t>& tokens) {
+    std::vector<std::int64_t> all = prompt.tokens;
+    all.insert(all.end(), tokens.begin(), tokens.end());
+    const std::string head = tokenizer->decode(prompt.tokens), whole = tokenizer->decode(all);
+    return whole.compare(0, head.size(), head) == 0 ? whole.substr(head.size()) : tokenizer->decode(tokens);
+  };
   return c;
 }
 

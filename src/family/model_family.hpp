@@ -69,8 +69,9 @@ struct CheckpointModel {
   std::function<infer::DecodeModel(const schedule::ScheduleOptions& layout, int rank,
                                    const std::vector<Prompt>& prompts)>
       build;
-  // Generated tokens as text.
-  std::function<std::string(const std::vector<std::int64_t>& tokens)> detokenize;
+  // Generated tokens as the text that continues `prompt` (a tokenizer that
+  // drops a word's leading space at the start of a text keeps it here).
+  std::function<std::string(const Prompt& prompt, const std::vector<std::int64_t>& tokens)> detokenize;
 };
 
 struct ModelFamily {
@@ -102,8 +103,12 @@ schedule::ModelProfile emulated_profile(const model::EmulatedLayer& emulate, int
 // (unprintable bytes escaped).
 std::vector<std::int64_t> byte_tokens(const std::string& text);
 std::string byte_text(const std::vector<std::int64_t>& tokens);
-// A language model's CheckpointModel of `config` on byte tokens: its prompts
-// and detokenizer set; the family sets check_layout and build.
-CheckpointModel byte_language_model(const model::TransformerConfig& config);
+// A language model's CheckpointModel of `config`: its prompts and
+// detokenizer set, on the SentencePiece model the checkpoint's metadata
+// records ("tokenizer-model", train --tokenizer-model) or else on byte
+// tokens; the family sets check_layout and build. Throws
+// std::invalid_argument naming the checkpoint when the recorded tokenizer
+// cannot be read.
+CheckpointModel language_model(const model::TransformerConfig& config, const train::CheckpointInfo& info);
 
 }  // namespace hp::family

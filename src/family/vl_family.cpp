@@ -78,7 +78,7 @@ CheckpointModel vl_checkpoint_model(const train::CheckpointInfo& info) {
                            .to(model::to_scalar_type(vl.text.config.dtype)));
     return infer::build_vl_decode_model(vl, l, rank, std::move(images));
   };
-  c.detokenize = [](const std::vector<std::int64_t>& ids) {
+  c.detokenize = [](const Prompt&, const std::vector<std::int64_t>& ids) {
     const auto eos = std::find(ids.begin(), ids.end(), data::kVLEos);  // ends a caption
     return data::caption_text(ids.data(), static_cast<int>(eos - ids.begin()));
   };

@@ -1,5 +1,6 @@
 #include "train/gpt_task.hpp"
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -82,10 +83,13 @@ std::optional<MemoryEstimate> GptTask::memory_estimate(const schedule::ScheduleO
                          layout, model::dtype_bytes(m.dtype));
 }
 
-std::string GptTask::checkpoint_metadata() const { return gpt_checkpoint_metadata(options_.model); }
+std::string GptTask::checkpoint_metadata() const {
+  return gpt_checkpoint_metadata(options_.model, options_.data.tokenizer_model);
+}
 
-std::string gpt_checkpoint_metadata(const model::TransformerConfig& m) {
+std::string gpt_checkpoint_metadata(const model::TransformerConfig& m, const std::string& tokenizer_model) {
   nlohmann::json j;
+  if (!tokenizer_model.empty()) j["tokenizer-model"] = std::filesystem::absolute(tokenizer_model).string();
   j["layers"] = m.num_layers;
   j["hidden"] = m.hidden_size;
   j["heads"] = m.num_attention_heads;

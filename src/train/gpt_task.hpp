@@ -42,7 +42,8 @@ class GptTask : public Task {
 };
 
 // The GPT's shape as a checkpoint records it (JSON text), without the layout.
-std::string gpt_checkpoint_metadata(const model::TransformerConfig& model);
+// tokenizer_model: --tokenizer-model's file (recorded by its absolute path), or "" for bytes.
+std::string gpt_checkpoint_metadata(const model::TransformerConfig& model, const std::string& tokenizer_model = "");
 
 // What each global stage of a GPT split by `partition` holds on its rank
 // (train/memory_estimate.hpp), at micro-batches of `rows` sequences of `seq`

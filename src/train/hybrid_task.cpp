@@ -126,7 +126,7 @@ bool HybridTask::has_eval_data() const { return data_.has_eval_data(); }
 
 std::string HybridTask::checkpoint_metadata() const {
   const auto& m = options_.model;
-  auto j = nlohmann::json::parse(gpt_checkpoint_metadata(m.base));
+  auto j = nlohmann::json::parse(gpt_checkpoint_metadata(m.base, options_.data.tokenizer_model));
   j.erase("layers");  // the pattern decides them
   j["model"] = "hybrid";
   // Segment boundaries are layout; the layers are not.

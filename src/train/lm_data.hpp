@@ -32,6 +32,9 @@ struct LmDataOptions {
   std::string data = "embedded";  // --data
   std::string eval_data;          // --eval-data; "" = the embedded corpus's held-out tail
   std::string split;              // --split over a Megatron dataset's documents; "" = 969,30,1
+  // --tokenizer-model: the SentencePiece model the data was tokenized with;
+  // the vocabulary comes from it and checkpoints record it for generate.
+  std::string tokenizer_model;
   // --variable-seq-len: micro-batch m of a batch holds sequences of its own
   // length L_m, drawn from [seq_len / 2, seq_len] by (seed, batch, m), as
   // documents cut at different boundaries would; the pipeline must ship
