@@ -11,6 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   zlib1g-dev                          # crc32 of the checkpoint files
   libsentencepiece-dev                # tokenize, train --tokenizer-model, generate: SentencePiece
+  python3-torch                       # the independent reader of exported weights in the tests (torch.load)
   librsvg2-bin                        # rsvg-convert: look at the SVG timelines as PNG
   bsdutils                            # script: tests run commands on a pseudo-terminal
 )

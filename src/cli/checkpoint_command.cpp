@@ -7,7 +7,9 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/option_schema.hpp"
 #include "train/checkpoint.hpp"
+#include "train/weights_file.hpp"
 
 namespace hp::cli {
 namespace {
@@ -68,6 +70,25 @@ void add_checkpoint_command(CLI::App& app, int* exit_code) {
       list(*dir);
     } catch (const std::exception& e) {
       std::cerr << "hyperpipe checkpoint ls: error: " << e.what() << "\n";
+      *exit_code = 2;
+    }
+  });
+  auto* ex = cmd->add_subcommand("export", "Write a checkpoint's whole model (global names, any layout or mesh) as one "
+                                           "torch or safetensors file that PyTorch loads");
+  auto opts = std::make_shared<train::ExportOptions>();
+  ex->add_option("DIR", *dir, "a --save directory (its latest step) or one step-N directory")->required();
+  OptionRoots roots;
+  roots.exporting = opts.get();
+  add_schema_options(ex, kCheckpoint, roots);
+  ex->callback([dir, opts, exit_code] {
+    try {
+      const train::ExportReport r = train::export_weights(*dir, *opts);
+      std::cout << "hyperpipe checkpoint export: wrote " << opts->output << " (" << opts->format << ", step " << r.step
+                << ", " << r.tensors << " tensors, " << r.values << " values) and " << r.config << std::endl;
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (what.rfind("train.load ", 0) == 0) what = what.substr(11);  // the directory is the argument here
+      std::cerr << "hyperpipe checkpoint export: error: " << with_flags(what, schema_flags(kCheckpoint)) << "\n";
       *exit_code = 2;
     }
   });

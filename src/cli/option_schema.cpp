@@ -194,6 +194,7 @@ const char* command_name(Command c) {
     case kGenerate: return "generate";
     case kLaunch: return "launch";
     case kTokenize: return "tokenize";
+    case kCheckpoint: return "checkpoint";  // its export subcommand's flags
   }
   return "?";
 }

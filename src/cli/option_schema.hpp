@@ -37,6 +37,7 @@ struct HybridConfig;
 namespace hp::train {
 struct TrainOptions;
 struct LmDataOptions;
+struct ExportOptions;
 }  // namespace hp::train
 namespace hp::infer {
 struct GenerateOptions;
@@ -64,8 +65,9 @@ enum Command : unsigned {
   kGenerate = 1u << 4,
   kLaunch = 1u << 5,
   kTokenize = 1u << 6,
+  kCheckpoint = 1u << 7,  // checkpoint export
 };
-inline constexpr unsigned kAllCommands = kPlan | kTrain | kVerify | kBench | kGenerate | kLaunch | kTokenize;
+inline constexpr unsigned kAllCommands = kPlan | kTrain | kVerify | kBench | kGenerate | kLaunch | kTokenize | kCheckpoint;
 // The command's name as the user types it ("train").
 const char* command_name(Command c);
 
@@ -127,6 +129,7 @@ struct OptionRoots {
   infer::GenerateOptions* generate = nullptr;
   launch::LaunchOptions* launch = nullptr;
   data::TokenizeOptions* tokenize = nullptr;
+  train::ExportOptions* exporting = nullptr;
 };
 
 // The field an option sets: a value of the CLI's kinds, or nothing (--config,

@@ -12,6 +12,7 @@
 #include "runtime/executor.hpp"
 #include "train/lm_data.hpp"
 #include "train/trainer.hpp"
+#include "train/weights_file.hpp"
 
 namespace hp::cli {
 namespace {
@@ -151,6 +152,14 @@ std::vector<OptionSpec> model_options() {
       {"train.save_failures", "--save-failures", kJob, "a failed save: stop (the job fails) or continue (warn, train on)",
        HP_FIELD(r.train->save_failures)},
       {"train.load", "--load", kJob, "resume from this checkpoint directory", HP_FIELD(r.train->load), "", false},
+      {"export.output", "--output", kCheckpoint, "the weights file to write (a .json of the model's configuration beside it)",
+       HP_FIELD(r.exporting->output), "", false},
+      {"export.format", "--format", kCheckpoint, "torch (Python's torch.load reads a dict of tensors) or safetensors",
+       HP_FIELD(r.exporting->format), "", true, "",
+       [](const std::string& v) -> std::string { return v == "torch" || v == "safetensors" ? "" : "'" + v + "': allowed: torch, safetensors"; }},
+      {"train.init_from", "--init-from", kTrain,
+       "start a new run from weights that hyperpipe checkpoint export wrote (torch or safetensors; any layout)",
+       HP_FIELD(r.train->init_from), "", false},
       {"train.metrics", "--metrics", kJob, "JSON lines, one per step", HP_FIELD(r.train->metrics), "", false},
       {"train.trace.chrome", "--trace", kJob, "the last step, measured on every rank, as one Chrome trace JSON",
        HP_FIELD(r.train->trace.chrome), "", false},

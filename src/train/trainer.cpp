@@ -19,6 +19,7 @@
 #include "comm/process_group.hpp"
 #include "model/tensor_parallel.hpp"
 #include "train/checkpoint.hpp"
+#include "train/weights_file.hpp"
 #include "train/checkpoint_dir.hpp"
 #include "train/distributed_optimizer.hpp"
 #include "train/grad_clip.hpp"
@@ -116,6 +117,10 @@ void TrainOptions::validate(const Task& task) const {
   }
   // A restarted job whose last start saved its last step has nothing left to train, and ends.
   if (!load.empty()) validate_checkpoint(load, steps, /*must_train_past=*/restart.count == 0, task);
+  if (!init_from.empty() && !load.empty() && restart.count == 0)
+    fail("train.init_from " + init_from + " and train.load " + load +
+         " both say where the run starts: give one (init_from begins a new run from weights, load resumes a run)");
+  if (!init_from.empty()) read_weights(init_from);  // readable, and of a known format
 }
 
 namespace {
@@ -185,6 +190,8 @@ class Trainer {
           restore_checkpoint(o.load, params_, nullptr, shards_, place_.parallel.tensor.rank, place_.parallel.tensor.size);
       optimizer_.load_state(loaded.optimizer);
       first_step_ = loaded.step + 1;
+    } else if (!o.init_from.empty()) {
+      init_from_weights(o.init_from, params_, shards_, place_.parallel.tensor.rank, place_.parallel.tensor.size);
     }
     // A save an earlier run did not finish (killed half-way) is removed before this run writes
     // one; rank 0 finishes this before any step, so before any rank's first shard.

@@ -59,6 +59,9 @@ struct TrainOptions {
   CheckpointRetention keep;           // --keep-last --keep-every
   std::string save_failures = "stop"; // --save-failures: stop (the job fails) | continue (warn, train on)
   std::string load;                   // --load DIR
+  // --init-from FILE: a new run starts from exported weights (weights_file.hpp);
+  // a restarted job resumes from its checkpoint instead.
+  std::string init_from;
   std::string metrics;                // --metrics FILE (JSON lines, written by rank 0)
   TraceOutputs trace;                 // --trace FILE --timeline FILE.svg --simulate: the last step, measured
   int log_interval = 10;              // --log-interval

@@ -25,8 +25,9 @@ using hp::cli::Command;
 
 namespace {
 
-const std::vector<Command> kCommands = {hp::cli::kPlan,  hp::cli::kTrain,    hp::cli::kVerify,
-                                        hp::cli::kBench, hp::cli::kGenerate, hp::cli::kLaunch};
+const std::vector<Command> kCommands = {hp::cli::kPlan,     hp::cli::kTrain,  hp::cli::kVerify,
+                                        hp::cli::kBench,    hp::cli::kGenerate, hp::cli::kLaunch,
+                                        hp::cli::kTokenize, hp::cli::kCheckpoint};
 
 // The binary's app, as main.cpp builds it.
 struct App {
@@ -39,12 +40,17 @@ struct App {
       if (sub->get_name() == command) return true;
     return false;
   }
-  // The long flags a subcommand accepts ("--mb"), --help aside.
+  // The long flags a subcommand accepts ("--mb"), --help aside; with those of
+  // its own subcommands (checkpoint export's).
   std::set<std::string> flags(const std::string& command) {
     std::set<std::string> out;
-    for (const CLI::Option* o : app.get_subcommand(command)->get_options())
-      for (const std::string& name : o->get_lnames())
-        if (name != "help") out.insert("--" + name);
+    const CLI::App* cmd = app.get_subcommand(command);
+    std::vector<const CLI::App*> apps = {cmd};
+    for (const CLI::App* sub : cmd->get_subcommands({})) apps.push_back(sub);
+    for (const CLI::App* a : apps)
+      for (const CLI::Option* o : a->get_options())
+        for (const std::string& name : o->get_lnames())
+          if (name != "help") out.insert("--" + name);
     return out;
   }
 };
