@@ -29,28 +29,12 @@ bool name_ends_with(const std::string& name, const std::string& suffix) {
   return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::uint64_t fnv1a64(const std::string& text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 torch::Tensor initial_parameter_value(const std::string& name, at::IntArrayRef shape,
                                       const TransformerConfig& config) {
   const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
   if (name_ends_with(name, "norm.weight")) return at::ones(shape, opts);
   if (name_ends_with(name, ".bias")) return at::zeros(shape, opts);
-  if (name_ends_with(name, "_hc.alpha_pre") || name_ends_with(name, "_hc.alpha_post") || name_ends_with(name, "_hc.alpha_res"))
-    return at::full(shape, config.mhc_init_gating_factor, opts);
   auto gen = at::detail::createCPUGenerator(config.seed ^ fnv1a64(name));
-  if (name_ends_with(name, "_hc.mapping_proj.weight")) {
-    // Xavier-uniform over [out, in], as Megatron initialises mHC's projection.
-    const double bound = std::sqrt(6.0 / static_cast<double>(shape[0] + shape[1]));
-    return at::empty(shape, at::TensorOptions().dtype(at::kDouble)).uniform_(-bound, bound, gen).to(opts.dtype());
-  }
   double std_dev = config.init_std;
   if (name_ends_with(name, "attention.proj.weight") || name_ends_with(name, "mlp.fc2.weight")) {
     std_dev /= std::sqrt(2.0 * config.num_layers);
@@ -128,8 +112,10 @@ void GPTChunk::build(const ChunkLayout& layout) {
       auto block = std::make_shared<TransformerBlock>(config);
       return std::vector<MtpLayer>{{block, [block](const torch::Tensor& x) { return block->forward(x); }}};
     };
-    mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(config, config.mtp_num_layers,
-                                                                         config.mtp_loss_scaling_factor, make_layers));
+    MtpOptions options;
+    options.depth = config.mtp_num_layers;
+    options.loss_scaling = config.mtp_loss_scaling_factor;
+    mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(config, options, make_layers));
   }
 
   initialize_parameters(*this, config.tensor_parallel, [this](const std::string& name, at::IntArrayRef shape) {

@@ -151,16 +151,14 @@ class GPTChunk : public torch::nn::Module {
 };
 
 // The deterministic initial value of the parameter with this global name and
-// shape, in config.dtype: LayerNorm weights (*norm.weight) ones, biases zeros,
+// shape, in config.dtype, for a parameter whose module declares no rule of its
+// own (model/param_init.hpp): LayerNorm weights (*norm.weight) ones, biases zeros,
 // every other weight normal(0, init_std) drawn in double from a CPU generator
 // seeded with config.seed ^ fnv1a64(name); output projections
 // (attention.proj.weight, mlp.fc2.weight) use init_std / sqrt(2 * num_layers),
 // as in GPT-2.
 torch::Tensor initial_parameter_value(const std::string& name, at::IntArrayRef shape,
                                       const TransformerConfig& config);
-
-// 64-bit FNV-1a hash (the per-parameter seed mix).
-std::uint64_t fnv1a64(const std::string& text);
 
 // Whether a parameter's global name ends with suffix: the initial values of
 // every model family go by the parameter's role in its name.

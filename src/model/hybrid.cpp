@@ -84,11 +84,22 @@ torch::Tensor HybridLayer::forward(const torch::Tensor& x, KVCache* cache) {
 }
 
 LearnedContraction::LearnedContraction(const TransformerConfig& config)
-    : streams_(config.mhc_num_residual_streams), width_(config.hidden_size), eps_(config.layernorm_eps) {
-  const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
+    : streams_(config.mhc_num_residual_streams),
+      width_(config.hidden_size),
+      eps_(config.layernorm_eps),
+      seed_(config.seed),
+      dtype_(to_scalar_type(config.dtype)) {
+  const auto opts = at::TensorOptions().dtype(dtype_);
   scale = register_parameter("scale", at::ones({1}, opts));
-  weight = register_parameter("weight", at::zeros({streams_, width_}, opts));
+  weight = register_parameter("weight", at::zeros({streams_, streams_ * width_}, opts));
   base = register_parameter("base", at::zeros({streams_}, opts));
+}
+
+std::map<std::string, ParamInit> LearnedContraction::own_inits() const {
+  // Megatron's hc_head_fn xavier-uniform, hc_head_scale 1, hc_head_base 0.
+  return {{"weight", xavier_uniform_init(seed_, dtype_)},
+          {"scale", constant_init(1.0, dtype_)},
+          {"base", constant_init(0.0, dtype_)}};
 }
 
 torch::Tensor LearnedContraction::forward(const torch::Tensor& x) {
@@ -99,7 +110,7 @@ torch::Tensor LearnedContraction::forward(const torch::Tensor& x) {
   split.push_back(width_);
   const auto xs = x.to(compute).reshape(split);                                        // [..., n, C]
   const auto rms = at::rsqrt(x.to(compute).pow(2).mean(-1, /*keepdim=*/true) + eps_);  // [..., 1]
-  const auto score = scale.to(compute) * (xs * weight.to(compute)).sum(-1) * rms + base.to(compute);
+  const auto score = scale.to(compute) * at::matmul(x.to(compute), weight.to(compute).t()) * rms + base.to(compute);
   const auto gate = at::sigmoid(score) + eps_;                                         // [..., n]
   return (gate.unsqueeze(-1) * xs).sum(-2).to(x.scalar_type());
 }
@@ -147,8 +158,11 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
       auto k = std::make_shared<LearnedContraction>(c);
       return MtpLayer{k, [k](const torch::Tensor& x) { return k->forward(x); }};
     };
-    mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(c, pattern.mtp_depth, config.mtp_loss_scaling,
-                                                                         make_layers, make_contraction));
+    MtpOptions mtp_options;
+    mtp_options.depth = pattern.mtp_depth;
+    mtp_options.loss_scaling = config.mtp_loss_scaling;
+    mtp_options.carry_streams = c.enable_mhc_connections;  // Megatron's MTP with hyper-connections
+    mtp_ = register_module("mtp", std::make_shared<MultiTokenPrediction>(c, mtp_options, make_layers, make_contraction));
   }
   initialize_parameters(*this, c.tensor_parallel, [&c](const std::string& name, at::IntArrayRef shape) {
     return hybrid_initial_value(name, shape, c);
@@ -185,13 +199,16 @@ torch::Tensor HybridChunk::run(const torch::Tensor& input, const torch::Tensor& 
   }
   for (auto& layer : layers_) x = layer->forward(x, cache);
   if (last_) {
+    const torch::Tensor streams = x;  // with mHC, MTP takes the decoder's streams before the contraction
     if (contraction_) x = contraction_->forward(x);
     const torch::Tensor hidden = x;
+    auto lm_head = [this](const torch::Tensor& h) { return lm_head_->forward(h); };
     auto head = [this](const torch::Tensor& h) { return lm_head_->forward(final_norm_->forward(h)); };
     x = head(hidden);
     if (mtp_ && !cache) {  // decoding predicts the next token only
       if (!target.defined()) throw std::invalid_argument("the Hybrid model's MTP needs the micro-batch's target");
-      auto m = mtp_->losses(hidden, target, [this](const torch::Tensor& ids) { return word_->forward(ids); }, head);
+      auto embed = [this](const torch::Tensor& ids) { return word_->forward(ids); };
+      auto m = contraction_ ? mtp_->losses(streams, target, embed, lm_head) : mtp_->losses(hidden, target, embed, head);
       x = inject_loss(x, m.total, config_.aux_loss_scale);
     }
   }
@@ -203,9 +220,6 @@ torch::Tensor HybridChunk::run(const torch::Tensor& input, const torch::Tensor& 
 
 torch::Tensor hybrid_initial_value(const std::string& name, at::IntArrayRef shape, const TransformerConfig& config) {
   if (auto v = mamba_initial_value(name, shape, config); v.defined()) return v;
-  const auto opts = at::TensorOptions().dtype(to_scalar_type(config.dtype));
-  if (name_ends_with(name, "final_contraction.scale")) return at::ones(shape, opts);
-  if (name_ends_with(name, "final_contraction.base")) return at::zeros(shape, opts);
   return initial_parameter_value(name, shape, config);
 }
 

@@ -7,13 +7,19 @@
 // every stage runs its segment's layers, the last stage contracts the streams
 // with a learned contraction (mHC), then final_norm and lm_head.
 //
-// Learned contraction (mHC, "final_contraction"), per token, for streams x_j:
-//   y = sum_j (sigmoid(scale * (x_j . w_j) * rsqrt(mean(x^2) + eps) + base_j) + eps) * x_j
-// computed in at least float32, eps the layernorm epsilon.
+// Learned contraction (mHC, "final_contraction"; Megatron's
+// learned_output_contract with hc_head_fn, hc_head_base, hc_head_scale), per
+// token, for the whole multi-stream x = [x_0; ...; x_{n-1}] (n C values):
+//   y = sum_j (sigmoid(scale * (x . w_j) * rsqrt(mean(x^2) + eps) + base_j) + eps) * x_j
+// so each stream's gate sees every stream (weight [n, nC], xavier-uniform;
+// scale 1, base 0), computed in at least float32, eps the layernorm epsilon.
 //
-// MTP (the pattern's / parts, model/mtp.hpp) sits on the final stage, after
-// the decoder's contraction, sharing the embedding (the final stage holds a
-// copy of embedding.word.weight, tied to stage 0's) and the output head.
+// MTP (the pattern's / parts, model/mtp.hpp) sits on the final stage. With
+// mHC it takes the decoder's n streams before the contraction and carries
+// streams from depth to depth, each depth contracting and normalising on its
+// own (Megatron's MTP with hyper-connections); without mHC it takes the
+// single stream before the final norm. It shares the embedding (the final
+// stage holds a copy of embedding.word.weight, tied to stage 0's) and the LM head.
 //
 // Global names: embedding.{word,position}.weight, layers.<i>.norm.*,
 // layers.<i>.mixer.*, layers.<i>.hc.* (mHC), final_contraction.{scale,weight,base},
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "model/hybrid_pattern.hpp"
+#include "model/param_init.hpp"
 #include "model/mamba.hpp"
 #include "model/moe.hpp"
 #include "model/transformer_config.hpp"
@@ -78,15 +85,18 @@ class HybridLayer : public torch::nn::Module {
 };
 
 // mHC's learned contraction of n streams [..., n * C] -> [..., C].
-class LearnedContraction : public torch::nn::Module {
+class LearnedContraction : public torch::nn::Module, public DeclaresInit {
  public:
   explicit LearnedContraction(const TransformerConfig& config);
   torch::Tensor forward(const torch::Tensor& x);
-  torch::Tensor scale, weight, base;
+  std::map<std::string, ParamInit> own_inits() const override;
+  torch::Tensor scale, weight, base;  // [1], [n, nC], [n]
 
  private:
   int64_t streams_, width_;
   double eps_;
+  std::uint64_t seed_;
+  c10::ScalarType dtype_;
 };
 
 class HybridChunk : public torch::nn::Module {
@@ -120,8 +130,8 @@ class HybridChunk : public torch::nn::Module {
   std::shared_ptr<MultiTokenPrediction> mtp_;
 };
 
-// The initial value of a Hybrid parameter by global name (Mamba's own,
-// the contraction's scale 1 and base 0, else initial_parameter_value).
+// The initial value of a Hybrid parameter by global name whose module declares
+// none (the mHC modules do): Mamba's own, else initial_parameter_value.
 torch::Tensor hybrid_initial_value(const std::string& name, at::IntArrayRef shape, const TransformerConfig& config);
 
 // The single-process reference: every decoder layer in one chunk.

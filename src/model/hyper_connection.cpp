@@ -10,7 +10,8 @@
 namespace hp::model {
 
 HyperConnection::HyperConnection(const TransformerConfig& config)
-    : streams_(config.mhc_num_residual_streams),
+    : config_(config),
+      streams_(config.mhc_num_residual_streams),
       width_(config.hidden_size),
       sinkhorn_iterations_(config.mhc_sinkhorn_iterations) {
   const auto dtype = to_scalar_type(config.dtype);
@@ -21,6 +22,18 @@ HyperConnection::HyperConnection(const TransformerConfig& config)
   alpha_post = register_parameter("alpha_post", at::zeros({1}, opts));
   alpha_res = register_parameter("alpha_res", at::zeros({1}, opts));
   bias = register_parameter("bias", at::zeros({n * n + 2 * n}, opts));
+}
+
+std::map<std::string, ParamInit> HyperConnection::own_inits() const {
+  // As Megatron's _init_weights: the projection xavier-uniform, the gates the
+  // gating factor (so H_res starts near 1/n everywhere), the bias zero.
+  const auto dtype = to_scalar_type(config_.dtype);
+  const ParamInit gate = constant_init(config_.mhc_init_gating_factor, dtype);
+  return {{"mapping_proj.weight", xavier_uniform_init(config_.seed, dtype)},
+          {"alpha_pre", gate},
+          {"alpha_post", gate},
+          {"alpha_res", gate},
+          {"bias", constant_init(0.0, dtype)}};
 }
 
 HyperConnection::Mappings HyperConnection::mappings(const torch::Tensor& x) {

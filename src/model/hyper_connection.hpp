@@ -13,10 +13,10 @@
 // initialised to mhc_init_gating_factor, so at init H_res is close to 1/n in
 // every entry (not the identity) and H_pre, H_post close to 1/2 and 1.
 //
-// Parameters (local names; a block registers them as "<sublayer>_hc"):
-// mapping_proj.weight [n^2 + 2n, nC] (xavier-uniform), alpha_pre, alpha_post,
-// alpha_res [1], bias [n^2 + 2n] (zeros). Values come from the owning model's
-// initial_parameter_value, by global name.
+// Parameters (local names; the GPT's blocks register them as "<sublayer>_hc",
+// the Hybrid layer as "hc"), each declaring how it starts (param_init.hpp):
+// mapping_proj.weight [n^2 + 2n, nC] xavier-uniform, alpha_pre, alpha_post,
+// alpha_res [1] mhc_init_gating_factor, bias [n^2 + 2n] zeros.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -24,13 +24,14 @@
 #include <functional>
 #include <memory>
 
+#include "model/param_init.hpp"
 #include "model/transformer_config.hpp"
 
 namespace hp::model {
 
 class Linear;
 
-class HyperConnection : public torch::nn::Module {
+class HyperConnection : public torch::nn::Module, public DeclaresInit {
  public:
   using Sublayer = std::function<torch::Tensor(const torch::Tensor&)>;
 
@@ -54,8 +55,10 @@ class HyperConnection : public torch::nn::Module {
   void set_recompute(bool on) { recompute_ = on; }
 
   torch::Tensor alpha_pre, alpha_post, alpha_res, bias;
+  std::map<std::string, ParamInit> own_inits() const override;
 
  private:
+  TransformerConfig config_;
   int64_t streams_;
   int64_t width_;
   int sinkhorn_iterations_;

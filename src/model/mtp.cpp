@@ -12,19 +12,27 @@
 
 namespace hp::model {
 MultiTokenPrediction::MultiTokenPrediction(
-    const TransformerConfig& config, int depth, double loss_scaling,
+    const TransformerConfig& config, const MtpOptions& options,
     const std::function<std::vector<MtpLayer>(int k)>& make_layers,
     const std::function<MtpLayer(int k)>& make_contraction)
-    : config_(config), depth_(depth), loss_scaling_(loss_scaling) {
-  if (depth < 1) throw std::invalid_argument("model.mtp_depth must be >= 1, got " + std::to_string(depth));
+    : config_(config), depth_(options.depth), loss_scaling_(options.loss_scaling), carry_streams_(options.carry_streams) {
+  if (depth_ < 1) throw std::invalid_argument("model.mtp_depth must be >= 1, got " + std::to_string(depth_));
+  if (carry_streams_ && !(config.enable_mhc_connections && make_contraction))
+    throw std::logic_error("MTP carries streams only with mHC and a contraction per depth");
   const auto dtype = to_scalar_type(config.dtype);
   const int64_t c = config.hidden_size, n = config.mhc_num_residual_streams;
-  for (int k = 1; k <= depth; ++k) {
+  for (int k = 1; k <= depth_; ++k) {
     auto m = register_module(std::to_string(k), std::make_shared<torch::nn::Module>());
     Depth d;
     d.hidden_norm = m->register_module("hidden_norm", std::make_shared<LayerNorm>(c, config.layernorm_eps, dtype));
     d.token_norm = m->register_module("token_norm", std::make_shared<LayerNorm>(c, config.layernorm_eps, dtype));
-    d.proj = m->register_module("proj", std::make_shared<Linear>(2 * c, c, false, dtype));
+    if (carry_streams_) {
+      d.e_proj = m->register_module("e_proj", std::make_shared<Linear>(c, c, false, dtype));
+      d.h_proj = m->register_module("h_proj", std::make_shared<Linear>(c, c, false, dtype));
+      d.final_norm = m->register_module("final_norm", std::make_shared<LayerNorm>(c, config.layernorm_eps, dtype));
+    } else {
+      d.proj = m->register_module("proj", std::make_shared<Linear>(2 * c, c, false, dtype));
+    }
     auto layers = m->register_module("layers", torch::nn::ModuleDict());
     d.layers = make_layers(k);
     for (size_t j = 0; j < d.layers.size(); ++j) layers->update({{std::to_string(j), d.layers[j].module}});
@@ -41,6 +49,19 @@ MultiTokenPrediction::MultiTokenPrediction(
   }
 }
 
+torch::Tensor MultiTokenPrediction::depth_input(Depth& d, const torch::Tensor& prev, const torch::Tensor& tokens,
+                                                const Fn& embed) const {
+  const int64_t len = tokens.size(1);
+  const torch::Tensor e = d.token_norm->forward(embed(tokens));
+  if (!carry_streams_)
+    return d.proj->forward(at::cat({d.hidden_norm->forward(prev.narrow(1, 0, len)), e}, -1));
+  // Each stream normalised on its own, projected, and given the projected embedding.
+  const int64_t n = config_.mhc_num_residual_streams, c = config_.hidden_size;
+  const torch::Tensor streams = prev.narrow(1, 0, len).reshape({prev.size(0), len, n, c});
+  const torch::Tensor x = d.e_proj->forward(e).unsqueeze(-2) + d.h_proj->forward(d.hidden_norm->forward(streams));
+  return x.reshape({prev.size(0), len, n * c});
+}
+
 MultiTokenPrediction::Losses MultiTokenPrediction::losses(const torch::Tensor& h, const torch::Tensor& target,
                                                           const Fn& embed, const Fn& head) {
   const int64_t seq = target.size(1);
@@ -53,13 +74,17 @@ MultiTokenPrediction::Losses MultiTokenPrediction::losses(const torch::Tensor& h
   for (int k = 1; k <= depth_; ++k) {
     Depth& d = depths_[k - 1];
     const int64_t len = seq - k;
-    const auto tokens = target.narrow(1, k - 1, len);  // x_{t+k}
-    torch::Tensor x = d.proj->forward(at::cat(
-        {d.hidden_norm->forward(prev.narrow(1, 0, len)), d.token_norm->forward(embed(tokens))}, -1));
-    if (config_.enable_mhc_connections) x = expand_streams(x, config_.mhc_num_residual_streams);
+    torch::Tensor x = depth_input(d, prev, target.narrow(1, k - 1, len), embed);  // x_{t+k}
+    if (config_.enable_mhc_connections && !carry_streams_) x = expand_streams(x, config_.mhc_num_residual_streams);
     for (auto& layer : d.layers) x = layer.forward(x);
-    if (config_.enable_mhc_connections) x = d.contract(x);
-    const auto loss = lm_loss(head(x), target.narrow(1, k, len), config_.tensor_parallel);
+    torch::Tensor y = x;
+    if (config_.enable_mhc_connections) y = d.contract(x);
+    if (carry_streams_) {
+      y = d.final_norm->forward(y);
+    } else {
+      x = y;  // one stream carried
+    }
+    const auto loss = lm_loss(head(y), target.narrow(1, k, len), config_.tensor_parallel);
     out.per_depth.push_back(loss.detach());
     sum = sum.defined() ? sum + loss : loss;
     prev = x;

@@ -8,6 +8,7 @@
 
 #include "comm/process_group.hpp"
 #include "model/fused_linear.hpp"
+#include "model/param_init.hpp"
 #include "model/parallel_mappings.hpp"
 
 namespace hp::model {
@@ -207,15 +208,18 @@ runtime::TensorShards tensor_parallel_shards(const torch::nn::Module& root) {
 void initialize_parameters(torch::nn::Module& root, const TensorParallel& tp,
                            const std::function<at::Tensor(const std::string&, at::IntArrayRef)>& init) {
   const runtime::TensorShards shards = tensor_parallel_shards(root);
+  const std::map<std::string, ParamInit> declared = declared_inits(root);
   at::NoGradGuard no_grad;
   for (auto& item : root.named_parameters(/*recurse=*/true)) {
     at::Tensor& p = item.value();
+    const auto rule = declared.find(item.key());
+    const ParamInit& draw = rule == declared.end() ? init : rule->second;
     const auto it = shards.find(item.key());
     if (it == shards.end()) {
-      p.copy_(init(item.key(), p.sizes()));
+      p.copy_(draw(item.key(), p.sizes()));
     } else {
       const auto whole = runtime::unsharded_shape(p.sizes(), it->second, tp.size);
-      p.copy_(runtime::shard_of(init(item.key(), whole), it->second, tp.rank, tp.size));
+      p.copy_(runtime::shard_of(draw(item.key(), whole), it->second, tp.rank, tp.size));
     }
   }
 }

@@ -124,6 +124,8 @@ runtime::TensorShards tensor_parallel_shards(const torch::nn::Module& root);
 
 // Sets every parameter of `root` to init(name, whole shape), or this rank's
 // shard of it for a split one: the same values under any tensor-parallel size.
+// A parameter whose module declares its rule (model/param_init.hpp) is drawn
+// by that rule instead.
 void initialize_parameters(torch::nn::Module& root, const TensorParallel& tp,
                            const std::function<at::Tensor(const std::string&, at::IntArrayRef)>& init);
 

@@ -79,7 +79,7 @@ std::optional<MemoryEstimate> HybridTask::memory_estimate(const schedule::Schedu
   const double h = m.hidden_size, n = m.residual_streams(), tp = m.tensor_parallel.size;
   const double tokens = static_cast<double>(options_.data.micro_batch_size) * m.max_seq_len;
   const double element = model::dtype_bytes(m.dtype), embedding = m.vocab_size * h / tp;
-  const double contraction = m.enable_mhc_connections ? n * h + n + 1 : 0;
+  const double contraction = m.enable_mhc_connections ? n * n * h + n + 1 : 0;  // weight [n, nC], base, scale
   std::vector<StageFootprint> footprints(counts.size());
   int layer = 0;
   for (std::size_t s = 0; s < counts.size(); ++s) {
@@ -93,7 +93,8 @@ std::optional<MemoryEstimate> HybridTask::memory_estimate(const schedule::Schedu
     if (s + 1 < counts.size()) continue;
     fp.parameters += contraction + 2 * h + embedding;  // the final contraction and norm, the LM head
     if (pattern.mtp_depth == 0) continue;
-    double depth = 4 * h + 2 * h * h + contraction;  // its norms, projection and contraction
+    // Its norms and projections ([C, 2C], or e_proj and h_proj [C, C] and a final norm with mHC) and contraction.
+    double depth = 4 * h + 2 * h * h + contraction + (m.enable_mhc_connections ? 2 * h : 0);
     for (model::LayerKind kind : pattern.mtp_layers) {
       const HybridLayerFootprint l = hybrid_layer_footprint(c, kind, tokens);
       depth += l.parameters;

@@ -120,12 +120,15 @@ TEST(MixtureOfExperts, RoutedOutputEqualsADenseReferenceAndTheBalanceLossTrainsT
   EXPECT_GT(moe.named_parameters()["router.weight"].grad().abs().sum().item<double>(), 0.0);
 }
 
-TEST(LearnedContraction, EqualsTheFormulaPerStream) {
+// Megatron's learned_output_contract: each stream's gate sees every stream
+// (hc_head_fn [n, nC]), written here per token from its formula.
+TEST(LearnedContraction, EachGateSeesEveryStreamAsMegatronsFormula) {
   const auto c = config("-", true);
   LearnedContraction k(c.base);
+  ASSERT_EQ(k.weight.sizes(), (std::vector<int64_t>{2, 16}));
   {
     at::NoGradGuard g;
-    k.weight.copy_(at::linspace(-1, 1, 16, at::kDouble).view({2, 8}));
+    k.weight.copy_(at::linspace(-1, 1, 32, at::kDouble).view({2, 16}));
     k.base.copy_(at::tensor({0.3, -0.2}, at::kDouble));
     k.scale.fill_(1.5);
   }
@@ -137,8 +140,10 @@ TEST(LearnedContraction, EqualsTheFormulaPerStream) {
     const double rms = 1.0 / std::sqrt(x[t].pow(2).mean().item<double>() + eps);
     at::Tensor want = at::zeros({8}, at::kDouble);
     for (int j = 0; j < 2; ++j) {
+      double dot = 0;
+      for (int i = 0; i < 16; ++i) dot += x[t][i].item<double>() * k.weight[j][i].item<double>();
+      const double s = 1.5 * dot * rms + k.base[j].item<double>();
       const auto xj = x[t].narrow(0, j * 8, 8);
-      const double s = 1.5 * (xj * k.weight[j]).sum().item<double>() * rms + k.base[j].item<double>();
       want += (1.0 / (1.0 + std::exp(-s)) + eps) * xj;
     }
     EXPECT_TRUE(y[t].allclose(want, 0, 1e-12)) << t;
@@ -181,10 +186,73 @@ TEST(HybridChunk, MtpDepthsLossesReachTheirParametersAndTheSharedEmbedding) {
   // Only the MTP loss: a zero gradient on the main output still trains the MTP path.
   torch::autograd::backward({logits}, {at::zeros_like(logits)});
   auto params = whole->named_parameters();
-  for (const char* name : {"mtp.2.proj.weight", "mtp.1.layers.1.mixer.qkv.weight", "mtp.1.final_contraction.weight",
+  for (const char* name : {"mtp.2.e_proj.weight", "mtp.2.h_proj.weight", "mtp.1.final_norm.weight", "mtp.1.layers.1.mixer.qkv.weight", "mtp.1.final_contraction.weight",
                            "embedding.word.weight", "lm_head.weight"})
     EXPECT_GT(params[name].grad().abs().sum().item<double>(), 0.0) << name;
   EXPECT_THROW(whole->forward(input), std::invalid_argument);  // the final stage needs the target
+}
+
+// Megatron's MTP with hyper-connections, written here from its formulas
+// (multi_token_prediction.py's mHC branch) around the model's own layers:
+// depth 1 takes the decoder's streams before the contraction, normalises each
+// stream, adds the projected embedding to every stream, runs its layers on the
+// streams, and contracts and normalises with its own head before the LM head.
+TEST(HybridChunk, MtpTakesTheDecodersStreamsAsMegatronDoes) {
+  at::manual_seed(110);
+  auto c = config("M*/-*", true);
+  c.base.mhc_num_residual_streams = 3;
+  c.base.mhc_init_gating_factor = 0.5;  // streams that differ
+  const auto whole = build_reference_hybrid(c);
+  const auto tokens = at::randint(16, {2, 7}, at::kLong);
+  const auto input = tokens.narrow(1, 0, 6), target = tokens.narrow(1, 1, 6);
+  const auto logits = whole->forward(input, target);
+  const double mtp_loss = whole->mtp()->take_mean_losses().at(0);
+
+  auto params = whole->named_parameters();
+  auto modules = whole->named_modules();
+  const double eps = c.base.layernorm_eps;
+  const int64_t n = 3, C = 8;
+  auto layer_norm = [&](const at::Tensor& v, const std::string& prefix) {
+    const auto mean = v.mean(-1, true), var = (v - mean).pow(2).mean(-1, true);
+    return (v - mean) / at::sqrt(var + eps) * params[prefix + ".weight"] + params[prefix + ".bias"];
+  };
+  auto run = [&](const std::string& layer, const at::Tensor& x) {
+    return std::dynamic_pointer_cast<HybridLayer>(modules[layer])->forward(x, nullptr);
+  };
+  auto contract = [&](const at::Tensor& x, const std::string& prefix) {  // per token, as the formula
+    const auto w = params[prefix + ".weight"], base = params[prefix + ".base"], scale = params[prefix + ".scale"];
+    const auto rms = at::rsqrt(x.pow(2).mean(-1, true) + eps);
+    at::Tensor y = at::zeros_like(x.narrow(-1, 0, C));
+    for (int64_t j = 0; j < n; ++j) {
+      const auto gate = at::sigmoid(scale * (x * w[j]).sum(-1, true) * rms + base[j]) + eps;
+      y = y + gate * x.narrow(-1, j * C, C);
+    }
+    return y;
+  };
+  const auto embed = [&](const at::Tensor& ids) {
+    return params["embedding.word.weight"].index_select(0, ids.flatten()).view({ids.size(0), ids.size(1), C});
+  };
+  at::NoGradGuard no_grad;
+  at::Tensor x = embed(input) + params["embedding.position.weight"].narrow(0, 0, 6);
+  x = at::cat(std::vector<at::Tensor>(n, x), -1);
+  for (const char* layer : {"layers.0", "layers.1"}) x = run(layer, x);
+  // The main output: the LM head of the final norm of the contraction.
+  const auto main = at::matmul(layer_norm(contract(x, "final_contraction"), "final_norm"), params["lm_head.weight"].t());
+  EXPECT_TRUE(main.allclose(logits, 0, 1e-12));
+  // Depth 1 on the streams x.
+  const int64_t len = 5;
+  const auto e = layer_norm(embed(target.narrow(1, 0, len)), "mtp.1.token_norm");
+  std::vector<at::Tensor> streams;
+  for (int64_t j = 0; j < n; ++j) {
+    const auto hs = layer_norm(x.narrow(1, 0, len).narrow(-1, j * C, C), "mtp.1.hidden_norm");
+    streams.push_back(at::matmul(e, params["mtp.1.e_proj.weight"].t()) + at::matmul(hs, params["mtp.1.h_proj.weight"].t()));
+  }
+  at::Tensor ms = at::cat(streams, -1);
+  for (const char* layer : {"mtp.1.layers.0", "mtp.1.layers.1"}) ms = run(layer, ms);
+  const auto h = layer_norm(contract(ms, "mtp.1.final_contraction"), "mtp.1.final_norm");
+  const auto depth_logits = at::matmul(h, params["lm_head.weight"].t());
+  const double want = at::cross_entropy_loss(depth_logits.reshape({-1, 16}), target.narrow(1, 1, len).flatten()).item<double>();
+  EXPECT_NEAR(mtp_loss, want, 1e-12 * want);
 }
 
 TEST(HybridStages, AStandaloneMhcMtpStageIsRejectedAndOtherLayoutsPass) {
