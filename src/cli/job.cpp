@@ -47,23 +47,54 @@ void check_local_ranks_fit(int nproc) {
                  " with --emulate-layer-ms)\n";
 }
 
+namespace {
+
+// Every node runs the same command but for --node-rank: a flag one node
+// lacks (--metrics on node 0 only) would have its ranks call other
+// collectives than the rest and hang until the timeout. Refused instead, once,
+// as the job starts.
+void check_same_command_on_every_node(comm::ProcessGroup& pg) {
+  std::uint64_t h = 14695981039346656037ull;
+  const std::vector<std::string> args = self_args();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--node-rank") {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind("--node-rank=", 0) == 0) continue;
+    for (unsigned char c : args[i] + '\0') h = (h ^ c) * 1099511628211ull;
+  }
+  const at::Tensor all = pg.all_gather(at::tensor({static_cast<std::int64_t>(h)}, at::kLong)).view(-1);
+  const std::int64_t first = all[0].item<std::int64_t>();
+  for (int r = 1; r < pg.world_size(); ++r)
+    if (all[r].item<std::int64_t>() != first)
+      throw std::invalid_argument("launch.nnodes: rank " + std::to_string(r) + " runs another command line than rank 0 " +
+                                  "(beyond launch.node_rank): every node must run the same flags");
+}
+
+}  // namespace
+
 int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
             const std::function<int(comm::ProcessGroup* pg)>& rank_main) {
   check_job_options(o);
   if (!comm::has_environment()) {
-    const int nproc = o.nproc;
-    check_local_ranks_fit(nproc);
-    validate(nproc);
     launch::LaunchOptions lo;
-    lo.nproc = nproc;
+    lo.nproc = o.nproc;
+    lo.nnodes = o.nnodes;
+    lo.node_rank = o.node_rank;
+    lo.master_addr = o.master_addr;
+    lo.master_port = o.master_port;
     lo.command = self_args();
     lo.max_restarts = o.max_restarts;
+    launch::check_launch_options(lo);  // the node flags before the layout, which they size
+    check_local_ranks_fit(o.nproc);
+    validate(o.nproc * o.nnodes);
     return launch::launch_local(lo);
   }
   const comm::DistEnv env = comm::DistEnv::from_environment();
-  if (o.nproc_given && o.nproc != env.world_size)
-    throw std::invalid_argument("--nproc " + std::to_string(o.nproc) + " disagrees with WORLD_SIZE=" +
-                                std::to_string(env.world_size));
+  if (o.nproc_given && o.nproc * o.nnodes != env.world_size)
+    throw std::invalid_argument("--nproc " + std::to_string(o.nproc) + " x --nnodes " + std::to_string(o.nnodes) +
+                                " disagrees with WORLD_SIZE=" + std::to_string(env.world_size));
   validate(env.world_size);
   if (const char* t = std::getenv("OMP_NUM_THREADS")) at::set_num_threads(std::max(1, std::atoi(t)));
   runtime::tensor_memory::retain_freed_pages();
@@ -74,6 +105,7 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
   pg = std::make_unique<comm::ProcessGroup>(comm::ProcessGroup::create(env, pgo));
   comm::Heartbeat heartbeat(*pg);
   try {
+    if (o.nnodes > 1) check_same_command_on_every_node(*pg);
     return rank_main(pg.get());
   } catch (const comm::CommError& e) {
     // A peer's failure: say which rank is gone or stuck and where each was.

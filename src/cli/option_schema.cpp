@@ -25,6 +25,14 @@ Field nproc_field(const OptionRoots& r) { return r.job ? Field(&r.job->nproc) : 
 Field max_restarts_field(const OptionRoots& r) {
   return r.job ? Field(&r.job->max_restarts) : Field(&r.launch->max_restarts);
 }
+Field nnodes_field(const OptionRoots& r) { return r.job ? Field(&r.job->nnodes) : Field(&r.launch->nnodes); }
+Field node_rank_field(const OptionRoots& r) { return r.job ? Field(&r.job->node_rank) : Field(&r.launch->node_rank); }
+Field master_addr_field(const OptionRoots& r) {
+  return r.job ? Field(&r.job->master_addr) : Field(&r.launch->master_addr);
+}
+Field master_port_field(const OptionRoots& r) {
+  return r.job ? Field(&r.job->master_port) : Field(&r.launch->master_port);
+}
 
 constexpr unsigned kJob = kJobCommands, kLayout = kLayoutCommands, kRanks = kRankCommands;
 
@@ -35,7 +43,16 @@ std::vector<OptionSpec> build_schema() {
       {"job.nproc", "--nproc", kRanks | kLaunch,
        "local ranks to start (train, bench: 4; generate: 1); with RANK/WORLD_SIZE set this process is one rank",
        nproc_field, "launch.nproc", false},
-      {"launch.master_port", "--master-port", kLaunch, "store port (0 = a free one)", HP_FIELD(r.launch->master_port)},
+      {"launch.nproc_per_node", "--nproc-per-node", kRanks | kLaunch, "torchrun's name for --nproc: ranks on this node",
+       nproc_field, "", false},
+      {"launch.nnodes", "--nnodes", kRanks | kLaunch,
+       "nodes of the job, each started by its own launcher with the same flags but --node-rank", nnodes_field},
+      {"launch.node_rank", "--node-rank", kRanks | kLaunch, "this node, in [0, --nnodes): its ranks are "
+       "node-rank x nproc and up", node_rank_field},
+      {"launch.master_addr", "--master-addr", kRanks | kLaunch, "node 0's address, where rank 0 hosts the store",
+       master_addr_field},
+      {"launch.master_port", "--master-port", kRanks | kLaunch,
+       "the store's port on --master-addr (0 = a free one; several nodes must name one)", master_port_field},
       {"launch.max_restarts", "--max-restarts", kTrain | kLaunch,
        "start every rank again after a rank fails, up to N times (train resumes from --save's latest checkpoint; "
        "0: a failed rank ends the job)",

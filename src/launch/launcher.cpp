@@ -110,7 +110,7 @@ class Launch {
 
   int run(SignalGuard& signals) {
     const int port = o_.master_port != 0 ? o_.master_port : pick_free_port(o_.master_addr);
-    StoreDir store_dir(o_.store_file);
+    StoreDir store_dir(o_.store_file && o_.nnodes == 1);  // several nodes meet at rank 0's TCPStore
     store_path_ = store_dir.path();
     ranks_.resize(o_.nproc);
     const auto start = Clock::now();
@@ -119,10 +119,10 @@ class Launch {
       // A SIGINT/SIGTERM while starting many ranks stops at once (the loop below stops the
       // ranks already started) instead of after the last one.
       if (signals.received() != 0) break;
-      ranks_[r].rank = r;
+      ranks_[r].rank = o_.node_rank * o_.nproc + r;
       std::string error = spawn(ranks_[r], port);
       if (!error.empty()) {
-        say("hyperpipe launch: cannot start rank " + std::to_string(r) + " (" + o_.command[0] + "): " + error +
+        say("hyperpipe launch: cannot start rank " + std::to_string(ranks_[r].rank) + " (" + o_.command[0] + "): " + error +
             (r > 0 ? "; stopping the other ranks" : ""));
         result_ = 127;
         begin_stop(SIGTERM);
@@ -200,9 +200,11 @@ class Launch {
     for (const auto& kv : o_.extra_env) env.set(kv.first, kv.second);
     for (const auto& kv : restart_env_) env.set(kv.first, kv.second);
     env.set("RANK", std::to_string(rk.rank));
-    env.set("LOCAL_RANK", std::to_string(rk.rank));
-    env.set("WORLD_SIZE", std::to_string(o_.nproc));
+    env.set("LOCAL_RANK", std::to_string(rk.rank - o_.node_rank * o_.nproc));
+    env.set("WORLD_SIZE", std::to_string(o_.nnodes * o_.nproc));
     env.set("LOCAL_WORLD_SIZE", std::to_string(o_.nproc));
+    env.set("GROUP_RANK", std::to_string(o_.node_rank));
+    env.set("GROUP_WORLD_SIZE", std::to_string(o_.nnodes));
     env.set("MASTER_ADDR", o_.master_addr);
     env.set("MASTER_PORT", std::to_string(port));
     if (!store_path_.empty()) env.set("HYPERPIPE_STORE_PATH", store_path_);
@@ -423,7 +425,7 @@ class Launch {
 
 }  // namespace
 
-int launch_local(const LaunchOptions& opts) {
+void check_launch_options(const LaunchOptions& opts) {
   if (opts.nproc < 1) {
     throw std::invalid_argument("launch.nproc " + std::to_string(opts.nproc) + " must be at least 1");
   }
@@ -437,10 +439,23 @@ int launch_local(const LaunchOptions& opts) {
   if (opts.shutdown_grace.count() < 0 || opts.job_timeout.count() < 0) {
     throw std::invalid_argument("launch_local: shutdown_grace and job_timeout must not be negative");
   }
+  if (opts.nnodes < 1 || opts.nnodes > 1024)
+    throw std::invalid_argument("launch.nnodes " + std::to_string(opts.nnodes) + " must be a number of nodes in 1..1024");
+  if (opts.node_rank < 0 || opts.node_rank >= opts.nnodes)
+    throw std::invalid_argument("launch.node_rank " + std::to_string(opts.node_rank) + " must be in [0, " +
+                                std::to_string(opts.nnodes) + ") (launch.nnodes " + std::to_string(opts.nnodes) + ")");
+  if (opts.nnodes > 1 && opts.master_port == 0)
+    throw std::invalid_argument("launch.master_port: with launch.nnodes " + std::to_string(opts.nnodes) +
+                                " every node's launcher must name the same port of node 0 (launch.master_addr " +
+                                opts.master_addr + "); give one, e.g. 29500");
   if (opts.max_restarts < 0) {
     throw std::invalid_argument("launch.max_restarts " + std::to_string(opts.max_restarts) +
                                 " must be >= 0 (0: a failed rank ends the job)");
   }
+}
+
+int launch_local(const LaunchOptions& opts) {
+  check_launch_options(opts);
   SignalGuard signals(opts.forward_signals);
   std::vector<std::pair<std::string, std::string>> restart_env = {{kRestartCountEnv, "0"},
                                                                   {"TORCHELASTIC_RESTART_COUNT", "0"}};

@@ -48,6 +48,19 @@
 //   restart would meet again, e.g. a full disk). When the restarts are spent
 //   the last failure's status is the result, after "hyperpipe launch: giving
 //   up after K restarts".
+// - Several hosts (torchrun's --nnodes --node-rank --nproc-per-node
+//   --master-addr --master-port): with opts.nnodes > 1 this launcher starts
+//   node opts.node_rank's opts.nproc ranks, global ranks node_rank x nproc ..
+//   + nproc - 1 of WORLD_SIZE nnodes x nproc (GROUP_RANK = node_rank), all
+//   with the same MASTER_ADDR and MASTER_PORT (which must be given): global
+//   rank 0, on node 0, hosts the TCPStore there, and no store file is made.
+//   Output lines carry the global rank. A failure on one node reaches the
+//   others through the ranks (the heartbeat names the rank; every rank
+//   exits), so each launcher sees its ranks fail and ends, or restarts them
+//   on the same port when opts.max_restarts allows: the nodes' groups meet
+//   again at the store, each launcher waiting for the others as long as the
+//   ranks' rendezvous timeout allows. A launcher killed with -9 takes its
+//   ranks with it (PR_SET_PDEATHSIG); the other nodes' ranks then fail.
 // - Blocking; call from one thread at a time (signal handling is process-wide).
 #pragma once
 
@@ -68,7 +81,9 @@ struct LaunchOutput {
 };
 
 struct LaunchOptions {
-  int nproc = 1;
+  int nproc = 1;       // ranks on this node (torchrun's --nproc-per-node)
+  int nnodes = 1;      // nodes, each with its own launcher
+  int node_rank = 0;   // this launcher's node, in [0, nnodes)
   std::vector<std::string> command;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free port
@@ -92,7 +107,11 @@ inline constexpr const char* kFailedAtMsEnv = "HYPERPIPE_FAILED_AT_MS";
 inline constexpr int kExitNoRestart = 79;
 
 // Throws std::invalid_argument for bad options (nproc < 1, empty command,
-// port out of range, max_restarts < 0).
+// port out of range, node_rank outside [0, nnodes), several nodes without a
+// port, max_restarts < 0), naming them as launch.<field>.
+void check_launch_options(const LaunchOptions& opts);
+
+// check_launch_options, then the launch.
 int launch_local(const LaunchOptions& opts);
 
 // A TCP port that was free a moment ago on `addr` (bind to port 0, read it,
