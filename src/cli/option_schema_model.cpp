@@ -82,7 +82,8 @@ std::vector<OptionSpec> model_options() {
       {"model.recompute_modules", "--recompute-modules", kJob, "selective recompute, comma-separated: mhc",
        HP_FIELD(r.model->recompute_modules)},
       {"model.mhc_recompute_layer_num", "--mhc-recompute-layer-num", kJob,
-       "with --recompute-modules mhc: the first N layers of each chunk (0: all)",
+       "with --recompute-modules mhc: layers per recompute group (Megatron's; every layer recomputes; 0: one group "
+       "per chunk)",
        HP_FIELD(r.model->mhc_recompute_layer_num)},
       {"model.enable_mhc_connections", "--mhc", kJob,
        "multi-stream residuals (manifold-constrained hyper-connections)", HP_FIELD(r.model->enable_mhc_connections)},

@@ -13,6 +13,7 @@
 #include "model/kv_cache.hpp"
 #include "model/layers.hpp"
 #include "model/loss_injection.hpp"
+#include "model/mhc_recompute.hpp"
 #include "model/mtp.hpp"
 
 namespace hp::model {
@@ -93,7 +94,7 @@ void GPTChunk::build(const ChunkLayout& layout) {
   auto layers = register_module("layers", torch::nn::ModuleDict());
   for (int i = layer_begin_; i < layer_end_; ++i) {
     auto block = std::make_shared<TransformerBlock>(config);
-    block->set_mhc_recompute(config.recomputes_mhc_at(i - layer_begin_));
+    block->set_mhc_recompute(config.recomputes_mhc());
     layers->update({{std::to_string(i), block}});
     blocks_.push_back(block);
   }
@@ -110,6 +111,7 @@ void GPTChunk::build(const ChunkLayout& layout) {
   if (mtp) {
     auto make_layers = [&config](int) {
       auto block = std::make_shared<TransformerBlock>(config);
+      block->set_mhc_recompute(config.recomputes_mhc());
       return std::vector<MtpLayer>{{block, [block](const torch::Tensor& x) { return block->forward(x); }}};
     };
     MtpOptions options;
@@ -196,8 +198,13 @@ torch::Tensor GPTChunk::stream(const torch::Tensor& x) const {
 
 torch::Tensor GPTChunk::run_layers(torch::Tensor x, const torch::Tensor& input, const torch::Tensor& target,
                                    KVCache* cache) {
-  for (size_t i = 0; i < blocks_.size(); ++i)
-    x = blocks_[i]->forward(x, cache ? &cache->layers[layer_begin_ + static_cast<int>(i)] : nullptr);
+  {
+    MhcRecomputeScope groups(config_.mhc_recompute_layer_num, config_.recomputes_mhc() && !cache);
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      x = blocks_[i]->forward(x, cache ? &cache->layers[layer_begin_ + static_cast<int>(i)] : nullptr);
+      groups.layer_done(x, i + 1 == blocks_.size());
+    }
+  }
   if (last_) {
     // mHC: GPT contracts the streams by their mean before the final norm.
     if (config_.enable_mhc_connections) x = contract_streams_mean(x, config_.mhc_num_residual_streams);

@@ -10,6 +10,7 @@
 #include "model/kv_cache.hpp"
 #include "model/layers.hpp"
 #include "model/loss_injection.hpp"
+#include "model/mhc_recompute.hpp"
 #include "model/mtp.hpp"
 #include "model/tensor_parallel.hpp"
 
@@ -136,7 +137,7 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
   auto layers = register_module("layers", torch::nn::ModuleDict());
   for (int i = begin; i < end; ++i) {
     layers_.push_back(std::make_shared<HybridLayer>(config, pattern.layers[i], i));
-    layers_.back()->set_mhc_recompute(c.recomputes_mhc_at(i - begin));
+    layers_.back()->set_mhc_recompute(c.recomputes_mhc());
     layers->update({{std::to_string(i), layers_.back()}});
   }
   if (last_) {
@@ -150,6 +151,7 @@ HybridChunk::HybridChunk(const HybridConfig& config, int begin, int end, bool fi
       std::vector<MtpLayer> layers;
       for (LayerKind kind : pattern.mtp_layers) {
         auto layer = std::make_shared<HybridLayer>(config, kind);
+        layer->set_mhc_recompute(config.base.recomputes_mhc());
         layers.push_back({layer, [layer](const torch::Tensor& x) { return layer->forward(x); }});
       }
       return layers;
@@ -197,7 +199,13 @@ torch::Tensor HybridChunk::run(const torch::Tensor& input, const torch::Tensor& 
     throw std::invalid_argument("a Hybrid stage takes [batch, seq, " + std::to_string(c.residual_width()) +
                                 "] (model.hidden_size x streams)");
   }
-  for (auto& layer : layers_) x = layer->forward(x, cache);
+  {
+    MhcRecomputeScope groups(c.mhc_recompute_layer_num, c.recomputes_mhc() && !cache);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      x = layers_[i]->forward(x, cache);
+      groups.layer_done(x, i + 1 == layers_.size());
+    }
+  }
   if (last_) {
     const torch::Tensor streams = x;  // with mHC, MTP takes the decoder's streams before the contraction
     if (contraction_) x = contraction_->forward(x);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/layers.hpp"
+#include "model/mhc_recompute.hpp"
 #include "model/recompute.hpp"
 
 namespace hp::model {
@@ -49,25 +50,48 @@ HyperConnection::Mappings HyperConnection::mappings(const torch::Tensor& x) {
   square.back() = n;
   square.push_back(n);
   const torch::Tensor res = h.narrow(-1, 2 * n, n * n).reshape(square);
-  m.res = sinkhorn_knopp(at::exp(res - std::get<0>(res.max(-1, /*keepdim=*/true))), sinkhorn_iterations_);
+  const torch::Tensor logits = at::exp(res - std::get<0>(res.max(-1, /*keepdim=*/true)));
+  if (recompute_ && at::GradMode::is_enabled()) {
+    // Only the input kept; the iterations again in backward (Megatron's SinkhornKnopp function).
+    const int iterations = sinkhorn_iterations_;
+    m.res = recompute_in_backward(
+        [iterations](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> {
+          return {sinkhorn_knopp(in[0], iterations)};
+        },
+        {logits})[0];
+  } else {
+    m.res = sinkhorn_knopp(logits, sinkhorn_iterations_);
+  }
   return m;
 }
 
 torch::Tensor HyperConnection::forward(const torch::Tensor& x, const Sublayer& sublayer) {
-  // x -> {H_pre @ x, H_post, H_res @ x}: everything but the sublayer.
-  auto mix = [this](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> {
-    const torch::Tensor& v = in[0];
-    std::vector<int64_t> split = v.sizes().vec();
-    split.back() = streams_;
-    split.push_back(width_);
-    const torch::Tensor xs = v.reshape(split);  // [..., n, C]
-    const Mappings m = mappings(v);
-    return {(m.pre.unsqueeze(-1) * xs).sum(-2), m.post, at::matmul(m.res, xs).reshape(v.sizes())};
+  std::vector<int64_t> split = x.sizes().vec();
+  split.back() = streams_;
+  split.push_back(width_);
+  // a = H_pre @ x, and x' = H_res @ x + H_post^T F(a); the sum comes last, so
+  // the result is a fresh tensor, not a view.
+  auto aggregate = [split](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> {
+    return {(in[1].unsqueeze(-1) * in[0].reshape(split)).sum(-2)};
   };
-  const std::vector<torch::Tensor> mixed = recompute_ ? recompute_in_backward(mix, {x}) : mix({x});
-  const torch::Tensor f = sublayer(mixed[0]);  // F(H_pre @ x): [..., C]
-  // The sum comes last, so the result is a fresh tensor, not a view.
-  return (mixed[1].unsqueeze(-1) * f.unsqueeze(-2)).reshape(x.sizes()) + mixed[2];
+  auto merge = [split](const std::vector<torch::Tensor>& in) -> std::vector<torch::Tensor> {
+    const torch::Tensor &res = in[0], &v = in[1], &post = in[2], &f = in[3];
+    return {(post.unsqueeze(-1) * f.unsqueeze(-2)).reshape(v.sizes()) + at::matmul(res, v.reshape(split)).reshape(v.sizes())};
+  };
+  const Mappings m = mappings(x);
+  MhcRecomputeGroup* group = recompute_ ? current_mhc_recompute_group() : nullptr;
+  if (!group) return merge({m.res, x, m.post, sublayer(aggregate({x, m.pre})[0])})[0];
+  // In a recompute group: both run without a graph and again in backward, and
+  // their outputs are released when the group ends (model/mhc_recompute.hpp).
+  const torch::Tensor a = recompute_in_backward(aggregate, {x, m.pre})[0];
+  group->release_later(a, [aggregate, in = std::vector<torch::Tensor>{x.detach(), m.pre.detach()}] { return aggregate(in)[0]; });
+  const torch::Tensor f = sublayer(a);  // F(H_pre @ x): [..., C]
+  const std::vector<torch::Tensor> merge_in = {m.res, x, m.post, f};
+  const torch::Tensor out = recompute_in_backward(merge, merge_in)[0];
+  std::vector<torch::Tensor> kept;
+  for (const auto& t : merge_in) kept.push_back(t.detach());
+  group->release_later(out, [merge, kept] { return merge(kept)[0]; });
+  return out;
 }
 
 torch::Tensor sinkhorn_knopp(const torch::Tensor& m, int iterations) {

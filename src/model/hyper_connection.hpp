@@ -49,9 +49,10 @@ class HyperConnection : public torch::nn::Module, public DeclaresInit {
   };
   Mappings mappings(const torch::Tensor& x);
 
-  // Selective mHC recompute: the mappings and the aggregations H_pre @ x and
-  // H_res @ x are recomputed in backward instead of stored (the sublayer's own
-  // graph is kept as usual). Off by default.
+  // Selective mHC recompute (Megatron's): Sinkhorn keeps only its input, and
+  // within the current recompute group (model/mhc_recompute.hpp) the
+  // aggregation and the merge are recomputed in backward and their outputs
+  // released until then; the sublayer's own graph is kept. Off by default.
   void set_recompute(bool on) { recompute_ = on; }
 
   torch::Tensor alpha_pre, alpha_post, alpha_res, bias;

@@ -9,6 +9,7 @@
 #include "model/layers.hpp"
 #include "model/lm_loss.hpp"
 #include "model/loss_injection.hpp"
+#include "model/mhc_recompute.hpp"
 
 namespace hp::model {
 MultiTokenPrediction::MultiTokenPrediction(
@@ -76,7 +77,13 @@ MultiTokenPrediction::Losses MultiTokenPrediction::losses(const torch::Tensor& h
     const int64_t len = seq - k;
     torch::Tensor x = depth_input(d, prev, target.narrow(1, k - 1, len), embed);  // x_{t+k}
     if (config_.enable_mhc_connections && !carry_streams_) x = expand_streams(x, config_.mhc_num_residual_streams);
-    for (auto& layer : d.layers) x = layer.forward(x);
+    {
+      MhcRecomputeScope groups(config_.mhc_recompute_layer_num, config_.recomputes_mhc());
+      for (size_t j = 0; j < d.layers.size(); ++j) {
+        x = d.layers[j].forward(x);
+        groups.layer_done(x, j + 1 == d.layers.size());
+      }
+    }
     torch::Tensor y = x;
     if (config_.enable_mhc_connections) y = d.contract(x);
     if (carry_streams_) {

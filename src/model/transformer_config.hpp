@@ -96,17 +96,13 @@ struct TransformerConfig {
   int mhc_sinkhorn_iterations = 20;     // --mhc-sinkhorn-iterations: >= 1
   double mhc_init_gating_factor = 0.01; // --mhc-init-gating-factor: >= 0, the gates' initial value
 
-  // Selective recompute: "mhc" recomputes the hyper-connections' mappings and
-  // aggregations in backward (model/hyper_connection.hpp), for the first
-  // mhc_recompute_layer_num layers of every pipeline chunk (0: all of them),
-  // so a recompute group never crosses a stage boundary.
+  // Selective recompute: "mhc" recomputes every layer's hyper-connections in
+  // backward (model/mhc_recompute.hpp), in groups of mhc_recompute_layer_num
+  // consecutive layers of a pipeline chunk or an MTP depth (0: one group per
+  // chunk, Megatron's None), so a group never crosses a stage boundary.
   std::string recompute_modules;        // --recompute-modules: comma-separated, "mhc"
   int mhc_recompute_layer_num = 0;      // --mhc-recompute-layer-num
   bool recomputes_mhc() const;
-  // Whether the layer at `position` within its chunk recomputes its mHC.
-  bool recomputes_mhc_at(int position) const {
-    return recomputes_mhc() && (mhc_recompute_layer_num == 0 || position < mhc_recompute_layer_num);
-  }
 
   // Multi-token prediction (model/mtp.hpp) on the last stage: depths, each one
   // decoder layer (GPT), and the weight of their mean loss.

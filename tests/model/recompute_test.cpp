@@ -1,6 +1,7 @@
-// Selective mHC recompute (model/recompute.hpp, TransformerConfig's
+// Selective mHC recompute (model/mhc_recompute.hpp, TransformerConfig's
 // recompute_modules "mhc"): the same loss and gradients as without it, for
-// GPT and Hybrid, and less memory held between forward and backward.
+// GPT and Hybrid (MTP depths included) and every group size, and less memory
+// held between forward and backward the larger the groups.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -15,9 +16,9 @@
 namespace hp::model {
 namespace {
 
-TransformerConfig mhc_gpt(bool recompute, int layer_num = 0) {
+TransformerConfig mhc_gpt(bool recompute, int layer_num = 0, int layers = 3) {
   TransformerConfig c;
-  c.num_layers = 3;
+  c.num_layers = layers;
   c.hidden_size = 16;
   c.num_attention_heads = 2;
   c.vocab_size = 16;
@@ -74,35 +75,55 @@ TEST(Recompute, AFunctionRecomputedInBackwardGivesTheSameGradients) {
 TEST(Recompute, MhcRecomputeOnAndOffGiveTheSameNumbers) {
   at::manual_seed(115);  // a failure reproduces
   const auto tokens = at::randint(16, {2, 9}, at::kLong);
-  for (int layer_num : {0, 1}) {
+  for (int layer_num : {0, 1, 2}) {
     auto a = build_reference_gpt(mhc_gpt(false)), b = build_reference_gpt(mhc_gpt(true, layer_num));
     expect_same(step(*a, tokens), step(*b, tokens));
   }
+  // The Hybrid model, its MTP depth's layers recomputed too (the MTP loss
+  // reaches the parameters through the injected gradient).
   HybridConfig h;
-  h.pattern = "M*E-";
+  h.pattern = "M*E-/-*";
   h.base = mhc_gpt(false);
+  const auto input = tokens.narrow(1, 0, 8), target = tokens.narrow(1, 1, 8);
+  auto hybrid_step = [&](HybridChunk& m) {
+    torch::autograd::backward({m.forward(input, target).pow(2).mean()});
+    std::map<std::string, at::Tensor> grads;
+    for (const auto& p : m.named_parameters()) grads[p.key()] = p.value().grad();
+    return std::pair<double, std::map<std::string, at::Tensor>>{0.0, grads};
+  };
   auto ha = build_reference_hybrid(h);
-  h.base = mhc_gpt(true);
-  auto hb = build_reference_hybrid(h);
-  expect_same(step(*ha, tokens), step(*hb, tokens));
+  const auto reference = hybrid_step(*ha);
+  for (int layer_num : {0, 1, 3}) {
+    h.base = mhc_gpt(true, layer_num);
+    auto hb = build_reference_hybrid(h);
+    expect_same(reference, hybrid_step(*hb));
+  }
 }
 
-TEST(Recompute, MhcRecomputeHoldsLessMemoryBetweenForwardAndBackward) {
+// Megatron's meaning of --mhc-recompute-layer-num: every layer recomputes,
+// N layers a group, each group keeping only its boundary's merge output, so
+// the memory held falls as the groups grow: off > N=1 > N=2 > one group (0).
+TEST(Recompute, MhcRecomputeHoldsLessMemoryTheLargerItsGroups) {
   at::manual_seed(116);  // a failure reproduces
   const auto tokens = at::randint(16, {4, 33}, at::kLong);
-  std::int64_t held[2];
   namespace memory = hp::runtime::tensor_memory;
   memory::install();
-  for (int r = 0; r < 2; ++r) {
-    auto m = build_reference_gpt(mhc_gpt(r == 1));
+  std::vector<std::int64_t> held;
+  std::vector<double> losses;
+  for (const auto& [on, n] : std::vector<std::pair<bool, int>>{{false, 0}, {true, 1}, {true, 2}, {true, 0}}) {
+    auto m = build_reference_gpt(mhc_gpt(on, n, 4));
     const std::int64_t before = memory::live_bytes();
     const auto logits = m->forward(tokens.narrow(1, 0, 32));
-    held[r] = memory::live_bytes() - before;  // what the graph keeps for backward
-    torch::autograd::backward({logits.sum()});
+    held.push_back(memory::live_bytes() - before);  // what the graph keeps for backward
+    torch::autograd::backward({logits.pow(2).mean()});
+    losses.push_back(m->named_parameters()["layers.0.attention_hc.mapping_proj.weight"].grad().sum().item<double>());
   }
-  std::cout << "activation bytes held after forward: " << held[0] << " without mHC recompute, " << held[1]
-            << " with it (" << 100.0 * (1.0 - double(held[1]) / double(held[0])) << "% less)" << std::endl;
+  std::cout << "activation bytes held after forward, 4 mHC layers: " << held[0] << " without recompute, " << held[1]
+            << " with groups of 1, " << held[2] << " of 2, " << held[3] << " in one group" << std::endl;
   EXPECT_LT(held[1], held[0] * 6 / 10);
+  EXPECT_LT(held[2], held[1]);
+  EXPECT_LT(held[3], held[2]);
+  for (double l : losses) EXPECT_NEAR(l, losses[0], 1e-12 * std::abs(losses[0]));
 }
 
 TEST(Recompute, OptionsAreChecked) {
@@ -119,8 +140,6 @@ TEST(Recompute, OptionsAreChecked) {
   expect_invalid([&] { c.validate(); }, {"mhc_recompute_layer_num needs mhc in model.recompute_modules"});
   c = mhc_gpt(true, -1);
   expect_invalid([&] { c.validate(); }, {"mhc_recompute_layer_num must be >= 0"});
-  EXPECT_TRUE(mhc_gpt(true, 2).recomputes_mhc_at(1));
-  EXPECT_FALSE(mhc_gpt(true, 2).recomputes_mhc_at(2));
 }
 
 }  // namespace
