@@ -34,6 +34,7 @@ std::string mpipe_name(const ScheduleOptions& o) {
   const auto& m = o.mpipe;
   std::string n = m.body == ScheduleKind::Interleaved ? "mpipe v=" + std::to_string(o.vpp)
                                                      : "mpipe body=" + std::string(kind_name(m.body));
+  if (m.body == ScheduleKind::ZeroBubble1P) n += " v=" + std::to_string(o.vpp);  // it runs at any v
   n += " T=" + std::to_string(m.transpose_layers);
   if (o.micro_batches > o.nt()) n += m.overflow == Overflow::Min ? " min" : " full";
   if (m.owner_backward) n += " owner-backward";
@@ -121,10 +122,13 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
         layouts.push_back(o);
       }
     o.kind = ScheduleKind::MPipe;
-    // One chunk per rank: MPipe also over 1F1B (fewer activations in flight) and GPipe.
-    const std::vector<ScheduleKind> bodies =
+    // One chunk per rank: MPipe also over 1F1B (fewer activations in flight) and GPipe;
+    // around the zero-bubble bodies at every v they run (zbv and dualpipev at 2).
+    std::vector<ScheduleKind> bodies =
         v == 1 ? std::vector{ScheduleKind::Interleaved, ScheduleKind::OneFOneB, ScheduleKind::GPipe}
                : std::vector{ScheduleKind::Interleaved};
+    bodies.push_back(ScheduleKind::ZeroBubble1P);
+    if (v == 2) bodies.insert(bodies.end(), {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV});
     const int max_t = m.tower_layers > 0 ? m.tower_layers : m.layers / (v * pp) - 1;  // stage 0 keeps a body layer
     for (int t = 0; t <= max_t; ++t) {
       o.mpipe.transpose_layers = t;
