@@ -176,7 +176,7 @@ std::vector<OptionSpec> model_options() {
       {"executor.pseudo_deallocate", "--pseudo-deallocate", kRun, "free sent activations' storage",
        HP_FIELD(r.executor->pseudo_deallocate)},
       {"train.fault", "--inject-fault", kJob,
-       "testing: RANK:STEP:exit|hang|kill|stop|nospace|killsave[:START|every] makes that rank fail at that step "
+       "testing: RANK:STEP:" + train::fault_kind_names("|") + "[:START|every] makes that rank fail at that step "
        "(nospace, killsave: in its save) in the job's first start (START: after that many restarts; every: each)",
        HP_FIELD(r.values->fault), "", false},
       {"verify.tolerance", "--tolerance", kVerify, "largest relative error accepted", HP_FIELD(r.values->tolerance)},

@@ -89,7 +89,7 @@ void choose_train_owners(const TrainArgs& a, schedule::ScheduleOptions& s) {
 // --inject-fault RANK:STEP:KIND[:START], START a start of the job (0, the
 // default: the first) or "every".
 train::FaultInjection fault_from_flag(const std::string& fault) {
-  const std::string form = "RANK:STEP:exit|hang|kill|stop|nospace|killsave[:START|every]";
+  const std::string form = "RANK:STEP:" + train::fault_kind_names("|") + "[:START|every]";
   train::FaultInjection f;
   std::stringstream in(fault);
   std::string rank, step, attempt;

@@ -5,11 +5,26 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <iterator>
 #include <thread>
 
 #include "train/checkpoint.hpp"
 
 namespace hp::train {
+
+bool is_fault_kind(const std::string& kind) {
+  for (const char* k : kFaultKinds)
+    if (kind == k) return true;
+  return false;
+}
+
+std::string fault_kind_names(const std::string& separator) {
+  std::string out;
+  const std::size_t n = std::size(kFaultKinds);
+  for (std::size_t i = 0; i < n; ++i)
+    out += (i == 0 ? "" : separator == ", " && i + 1 == n ? std::string(" or ") : separator) + kFaultKinds[i];
+  return out;
+}
 
 void inject_step_fault(const FaultInjection& plan, int rank, std::int64_t step, int restart) {
   if (!plan.hits(rank, step, restart) || plan.in_save()) return;

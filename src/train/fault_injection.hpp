@@ -31,6 +31,13 @@ struct FaultInjection {
   bool in_save() const { return kind == "nospace" || kind == "killsave"; }
 };
 
+// The kinds above, in the order messages list them: the one list that the
+// check, the flag's form and its help read.
+inline constexpr const char* kFaultKinds[] = {"exit", "hang", "kill", "stop", "nospace", "killsave"};
+bool is_fault_kind(const std::string& kind);
+// "exit|hang|...|killsave" with separator "|", or "exit, hang, ... or killsave" with ", ".
+std::string fault_kind_names(const std::string& separator);
+
 // At the start of a step: ends, blocks or stops this process when the plan
 // names it, the step and the start (the kinds not in_save); returns otherwise.
 void inject_step_fault(const FaultInjection& plan, int rank, std::int64_t step, int restart);

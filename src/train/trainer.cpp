@@ -81,9 +81,8 @@ void TrainOptions::validate(const Task& task) const {
   if (clip_grad < 0) fail("train.clip_grad must be >= 0, got " + std::to_string(clip_grad));
   if (save_interval < 0) fail("train.save_interval must be >= 0");
   if (log_interval < 1) fail("train.log_interval must be >= 1, got " + std::to_string(log_interval));
-  if (fault.rank >= 0 && fault.kind != "exit" && fault.kind != "hang" && fault.kind != "kill" &&
-      fault.kind != "stop" && fault.kind != "nospace" && fault.kind != "killsave")
-    fail("train.fault: the kind must be exit, hang, kill, stop, nospace or killsave, got " + fault.kind);
+  if (fault.rank >= 0 && !is_fault_kind(fault.kind))
+    fail("train.fault: the kind must be " + fault_kind_names(", ") + ", got " + fault.kind);
   if (save_interval > 0 && save.empty()) fail("train.save_interval needs train.save DIR");
   if (eval_interval < 0) fail("train.eval_interval must be >= 0 (0 = no evaluation), got " + std::to_string(eval_interval));
   if (eval_iters < 1) fail("train.eval_iters must be >= 1, got " + std::to_string(eval_iters));
