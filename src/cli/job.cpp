@@ -14,6 +14,7 @@
 #include "train/memory_estimate.hpp"
 #include "comm/heartbeat.hpp"
 #include "launch/launcher.hpp"
+#include "model/param_init.hpp"
 #include "runtime/tensor_memory.hpp"
 
 namespace hp::cli {
@@ -54,7 +55,7 @@ namespace {
 // collectives than the rest and hang until the timeout. Refused instead, once,
 // as the job starts.
 void check_same_command_on_every_node(comm::ProcessGroup& pg) {
-  std::uint64_t h = 14695981039346656037ull;
+  std::string command;
   const std::vector<std::string> args = self_args();
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--node-rank") {
@@ -62,9 +63,10 @@ void check_same_command_on_every_node(comm::ProcessGroup& pg) {
       continue;
     }
     if (args[i].rfind("--node-rank=", 0) == 0) continue;
-    for (unsigned char c : args[i] + '\0') h = (h ^ c) * 1099511628211ull;
+    command += args[i] + '\0';
   }
-  const at::Tensor all = pg.all_gather(at::tensor({static_cast<std::int64_t>(h)}, at::kLong)).view(-1);
+  const auto h = static_cast<std::int64_t>(model::fnv1a64(command));
+  const at::Tensor all = pg.all_gather(at::tensor({h}, at::kLong)).view(-1);
   const std::int64_t first = all[0].item<std::int64_t>();
   for (int r = 1; r < pg.world_size(); ++r)
     if (all[r].item<std::int64_t>() != first)

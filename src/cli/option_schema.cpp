@@ -20,19 +20,10 @@ Field no_field(const OptionRoots&) { return std::monostate{}; }
 std::string check_plan_format(const std::string& v) {
   return v == "text" || v == "csv" || v == "json" || v == "actions" ? "" : "'" + v + "': allowed: text, csv, json, actions";
 }
-// launch's ranks are LaunchOptions', the other commands' JobOptions'.
-Field nproc_field(const OptionRoots& r) { return r.job ? Field(&r.job->nproc) : Field(&r.launch->nproc); }
-Field max_restarts_field(const OptionRoots& r) {
-  return r.job ? Field(&r.job->max_restarts) : Field(&r.launch->max_restarts);
-}
-Field nnodes_field(const OptionRoots& r) { return r.job ? Field(&r.job->nnodes) : Field(&r.launch->nnodes); }
-Field node_rank_field(const OptionRoots& r) { return r.job ? Field(&r.job->node_rank) : Field(&r.launch->node_rank); }
-Field master_addr_field(const OptionRoots& r) {
-  return r.job ? Field(&r.job->master_addr) : Field(&r.launch->master_addr);
-}
-Field master_port_field(const OptionRoots& r) {
-  return r.job ? Field(&r.job->master_port) : Field(&r.launch->master_port);
-}
+// An option both JobOptions (train, verify, bench, generate) and launch's
+// LaunchOptions hold under the same member name: the root the command has.
+#define HP_JOB_OR_LAUNCH_FIELD(member) \
+  [](const OptionRoots& r) -> Field { return r.job ? Field(&r.job->member) : Field(&r.launch->member); }
 
 constexpr unsigned kJob = kJobCommands, kLayout = kLayoutCommands, kRanks = kRankCommands;
 
@@ -42,21 +33,23 @@ std::vector<OptionSpec> build_schema() {
        no_field, "", false},
       {"job.nproc", "--nproc", kRanks | kLaunch,
        "local ranks to start (train, bench: 4; generate: 1); with RANK/WORLD_SIZE set this process is one rank",
-       nproc_field, "launch.nproc", false},
+       HP_JOB_OR_LAUNCH_FIELD(nproc), "launch.nproc", false},
       {"launch.nproc_per_node", "--nproc-per-node", kRanks | kLaunch, "torchrun's name for --nproc: ranks on this node",
-       nproc_field, "", false},
+       HP_JOB_OR_LAUNCH_FIELD(nproc), "", false},
       {"launch.nnodes", "--nnodes", kRanks | kLaunch,
-       "nodes of the job, each started by its own launcher with the same flags but --node-rank", nnodes_field},
+       "nodes of the job, each started by its own launcher with the same flags but --node-rank",
+       HP_JOB_OR_LAUNCH_FIELD(nnodes)},
       {"launch.node_rank", "--node-rank", kRanks | kLaunch, "this node, in [0, --nnodes): its ranks are "
-       "node-rank x nproc and up", node_rank_field},
+       "node-rank x nproc and up", HP_JOB_OR_LAUNCH_FIELD(node_rank)},
       {"launch.master_addr", "--master-addr", kRanks | kLaunch, "node 0's address, where rank 0 hosts the store",
-       master_addr_field},
+       HP_JOB_OR_LAUNCH_FIELD(master_addr)},
       {"launch.master_port", "--master-port", kRanks | kLaunch,
-       "the store's port on --master-addr (0 = a free one; several nodes must name one)", master_port_field},
+       "the store's port on --master-addr (0 = a free one; several nodes must name one)",
+       HP_JOB_OR_LAUNCH_FIELD(master_port)},
       {"launch.max_restarts", "--max-restarts", kTrain | kLaunch,
        "start every rank again after a rank fails, up to N times (train resumes from --save's latest checkpoint; "
        "0: a failed rank ends the job)",
-       max_restarts_field, "", true, "", check_count},
+       HP_JOB_OR_LAUNCH_FIELD(max_restarts), "", true, "", check_count},
       {"tokenize.inputs", "--input", kTokenize,
        "text files (one document per line) or, with --json-key, JSON lines files", HP_FIELD(r.tokenize->inputs), "",
        false},

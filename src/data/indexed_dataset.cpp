@@ -1,9 +1,6 @@
 #include "data/indexed_dataset.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,7 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
-#include <tuple>
+
+#include "data/mapped_file.hpp"
 
 namespace hp::data {
 namespace {
@@ -35,28 +33,6 @@ int itemsize_of(std::uint8_t code) {
   throw std::invalid_argument("data.data " + file + ": " + what);
 }
 
-// Maps a whole file read-only; {nullptr, 0} for an empty file.
-std::pair<void*, std::size_t> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  const auto bytes = static_cast<std::size_t>(st.st_size);
-  void* base = nullptr;
-  if (bytes > 0) {
-    base = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (base == MAP_FAILED) {
-      ::close(fd);
-      fail(path, std::string("mmap failed (") + std::strerror(errno) + ")");
-    }
-  }
-  ::close(fd);
-  return {base, bytes};
-}
-
 template <class T>
 T read_le(const unsigned char* p) {
   T v;
@@ -77,56 +53,48 @@ bool is_indexed_dataset(const std::string& prefix) {
 
 IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   const std::string idx = prefix + ".idx", bin = prefix + ".bin";
-  std::tie(idx_, idx_bytes_) = map_file(idx);
-  try {
-    const auto* p = static_cast<const unsigned char*>(idx_);
-    if (idx_bytes_ < kHeaderBytes)
-      fail(idx, "truncated: " + std::to_string(idx_bytes_) + " bytes, shorter than the " +
-                    std::to_string(kHeaderBytes) + "-byte header");
-    if (std::memcmp(p, kMagic, sizeof kMagic) != 0)
-      fail(idx, "not a Megatron indexed dataset index (the file does not start with MMIDIDX)");
-    const auto version = read_le<std::uint64_t>(p + 9);
-    if (version != 1) fail(idx, "index version " + std::to_string(version) + " is not supported (expected 1)");
-    const std::uint8_t code = p[17];
-    itemsize_ = itemsize_of(code);
-    if (itemsize_ == 0)
-      fail(idx, "dtype code " + std::to_string(code) +
-                    " holds no token ids (expected 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64 or 8 uint16)");
-    dtype_ = static_cast<TokenDtype>(code);
-    sequences_ = read_le<std::uint64_t>(p + 18);
-    documents_ = read_le<std::uint64_t>(p + 26);
-    const std::size_t need = kHeaderBytes + sequences_ * 4 + sequences_ * 8 + documents_ * 8;
-    if (sequences_ > idx_bytes_ || documents_ > idx_bytes_ || idx_bytes_ < need)
-      fail(idx, "truncated: " + std::to_string(idx_bytes_) + " bytes for " + std::to_string(sequences_) +
-                    " sequences and " + std::to_string(documents_) + " document indices (" + std::to_string(need) +
-                    " bytes needed)");
-    lengths_ = p + kHeaderBytes;
-    pointers_ = lengths_ + sequences_ * 4;
-    document_starts_ = pointers_ + sequences_ * 8;
-    if (documents_ == 0 || document_start(0) != 0 ||
-        document_start(documents_ - 1) != static_cast<std::int64_t>(sequences_))
-      fail(idx, "document indices must run from 0 to the sequence count " + std::to_string(sequences_));
-    for (std::size_t d = 1; d < documents_; ++d)
-      if (document_start(d) < document_start(d - 1))
-        fail(idx, "document index " + std::to_string(d) + " goes backwards");
-    std::tie(bin_, bin_bytes_) = map_file(bin);
-    for (std::size_t s = 0; s < sequences_; ++s) {
-      const std::int64_t end = pointer(s) + length(s) * itemsize_;
-      if (length(s) < 0 || pointer(s) < 0 || end > static_cast<std::int64_t>(bin_bytes_))
-        fail(bin, "truncated: sequence " + std::to_string(s) + " ends at byte " + std::to_string(end) +
-                      " but the file has " + std::to_string(bin_bytes_));
-    }
-  } catch (...) {
-    if (idx_) ::munmap(idx_, idx_bytes_);
-    if (bin_) ::munmap(bin_, bin_bytes_);
-    throw;
+  idx_ = std::make_unique<MappedFile>(idx, "index");
+  const unsigned char* p = idx_->data();
+  const std::size_t idx_bytes = idx_->size();
+  if (idx_bytes < kHeaderBytes)
+    fail(idx, "truncated: " + std::to_string(idx_bytes) + " bytes, shorter than the " +
+                  std::to_string(kHeaderBytes) + "-byte header");
+  if (std::memcmp(p, kMagic, sizeof kMagic) != 0)
+    fail(idx, "not a Megatron indexed dataset index (the file does not start with MMIDIDX)");
+  const auto version = read_le<std::uint64_t>(p + 9);
+  if (version != 1) fail(idx, "index version " + std::to_string(version) + " is not supported (expected 1)");
+  const std::uint8_t code = p[17];
+  itemsize_ = itemsize_of(code);
+  if (itemsize_ == 0)
+    fail(idx, "dtype code " + std::to_string(code) +
+                  " holds no token ids (expected 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64 or 8 uint16)");
+  dtype_ = static_cast<TokenDtype>(code);
+  sequences_ = read_le<std::uint64_t>(p + 18);
+  documents_ = read_le<std::uint64_t>(p + 26);
+  const std::size_t need = kHeaderBytes + sequences_ * 4 + sequences_ * 8 + documents_ * 8;
+  if (sequences_ > idx_bytes || documents_ > idx_bytes || idx_bytes < need)
+    fail(idx, "truncated: " + std::to_string(idx_bytes) + " bytes for " + std::to_string(sequences_) +
+                  " sequences and " + std::to_string(documents_) + " document indices (" + std::to_string(need) +
+                  " bytes needed)");
+  lengths_ = p + kHeaderBytes;
+  pointers_ = lengths_ + sequences_ * 4;
+  document_starts_ = pointers_ + sequences_ * 8;
+  if (documents_ == 0 || document_start(0) != 0 ||
+      document_start(documents_ - 1) != static_cast<std::int64_t>(sequences_))
+    fail(idx, "document indices must run from 0 to the sequence count " + std::to_string(sequences_));
+  for (std::size_t d = 1; d < documents_; ++d)
+    if (document_start(d) < document_start(d - 1))
+      fail(idx, "document index " + std::to_string(d) + " goes backwards");
+  bin_ = std::make_unique<MappedFile>(bin, "data file");
+  for (std::size_t s = 0; s < sequences_; ++s) {
+    const std::int64_t end = pointer(s) + length(s) * itemsize_;
+    if (length(s) < 0 || pointer(s) < 0 || end > static_cast<std::int64_t>(bin_->size()))
+      fail(bin, "truncated: sequence " + std::to_string(s) + " ends at byte " + std::to_string(end) +
+                    " but the file has " + std::to_string(bin_->size()));
   }
 }
 
-IndexedDataset::~IndexedDataset() {
-  if (idx_) ::munmap(idx_, idx_bytes_);
-  if (bin_) ::munmap(bin_, bin_bytes_);
-}
+IndexedDataset::~IndexedDataset() = default;
 
 std::int64_t IndexedDataset::document_start(std::size_t d) const {
   return read_le<std::int64_t>(document_starts_ + d * 8);
@@ -141,7 +109,7 @@ std::int64_t IndexedDataset::pointer(std::size_t sequence) const {
 }
 
 std::int64_t IndexedDataset::token(std::size_t sequence, std::size_t j) const {
-  const auto* p = static_cast<const unsigned char*>(bin_) + pointer(sequence) + j * itemsize_;
+  const auto* p = bin_->data() + pointer(sequence) + j * itemsize_;
   switch (dtype_) {
     case TokenDtype::kUint8: return *p;
     case TokenDtype::kInt8: return static_cast<std::int8_t>(*p);

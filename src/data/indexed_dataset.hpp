@@ -12,11 +12,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 namespace hp::data {
+
+class MappedFile;
 
 // Megatron's dtype codes (indexed_dataset.DType); floats hold no tokens.
 enum class TokenDtype : std::uint8_t { kUint8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kUint16 = 8 };
@@ -35,7 +38,7 @@ class IndexedDataset {
  public:
   explicit IndexedDataset(const std::string& prefix);
   ~IndexedDataset();
-  IndexedDataset(const IndexedDataset&) = delete;
+  IndexedDataset(const IndexedDataset&) = delete;  // (the mappings are its own)
   IndexedDataset& operator=(const IndexedDataset&) = delete;
 
   const std::string& prefix() const { return prefix_; }
@@ -60,10 +63,7 @@ class IndexedDataset {
   const unsigned char* pointers_ = nullptr;
   const unsigned char* document_starts_ = nullptr;
   std::int64_t pointer(std::size_t sequence) const;
-  void* idx_ = nullptr;
-  std::size_t idx_bytes_ = 0;
-  void* bin_ = nullptr;
-  std::size_t bin_bytes_ = 0;
+  std::unique_ptr<MappedFile> idx_, bin_;
   mutable std::once_flag vocab_once_;
   mutable std::int64_t vocab_ = 0;
 };

@@ -1,9 +1,6 @@
 #include "data/token_source.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -13,6 +10,7 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "data/mapped_file.hpp"
 #include "data/rng.hpp"
 
 namespace hp::data {
@@ -31,34 +29,22 @@ class ByteSource final : public TokenSource {
   std::string what_;
 };
 
-// Read-only mapping of a token file; unmapped on destruction.
+// A token file, read through its mapping.
 class MappedSource final : public TokenSource {
  public:
-  MappedSource(const std::string& path, int width, std::int64_t vocab) : path_(path), width_(width), vocab_(vocab) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw std::invalid_argument("data.data " + path + ": cannot open the token file");
-    struct stat st {};
-    ::fstat(fd, &st);
-    bytes_ = static_cast<std::size_t>(st.st_size);
-    if (bytes_ == 0 || bytes_ % width_ != 0) {
-      ::close(fd);
-      throw std::invalid_argument("data.data " + path + ": size " + std::to_string(bytes_) +
+  MappedSource(const std::string& path, int width, std::int64_t vocab)
+      : path_(path), width_(width), vocab_(vocab), file_(path, "token file") {
+    if (file_.size() == 0 || file_.size() % width_ != 0)
+      throw std::invalid_argument("data.data " + path + ": size " + std::to_string(file_.size()) +
                                   " is not a positive multiple of " + std::to_string(width_) + " bytes per token");
-    }
-    base_ = ::mmap(nullptr, bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (base_ == MAP_FAILED) throw std::invalid_argument("data.data " + path + ": mmap failed");
     if (vocab_ <= 0) {
       for (std::size_t i = 0; i < size(); ++i) vocab_ = std::max(vocab_, at(i) + 1);
     }
   }
-  ~MappedSource() override { ::munmap(base_, bytes_); }
-  MappedSource(const MappedSource&) = delete;
-  MappedSource& operator=(const MappedSource&) = delete;
 
-  std::size_t size() const override { return bytes_ / width_; }
+  std::size_t size() const override { return file_.size() / width_; }
   std::int64_t at(std::size_t i) const override {
-    const auto* p = static_cast<const std::uint8_t*>(base_) + i * width_;
+    const auto* p = file_.data() + i * width_;
     if (width_ == 2) return p[0] | (p[1] << 8);
     return static_cast<std::int64_t>(p[0]) | (static_cast<std::int64_t>(p[1]) << 8) |
            (static_cast<std::int64_t>(p[2]) << 16) | (static_cast<std::int64_t>(p[3]) << 24);
@@ -72,8 +58,7 @@ class MappedSource final : public TokenSource {
   std::string path_;
   int width_;
   std::int64_t vocab_;
-  void* base_ = nullptr;
-  std::size_t bytes_ = 0;
+  MappedFile file_;
 };
 
 template <std::size_t N>

@@ -72,7 +72,7 @@ class Helper {
   // Reads the status byte; on 0, the error text it carries.
   bool answer(std::string* error) const {
     std::uint8_t ok = 0;
-    if (!wire::read_u8(fd_, ok)) throw std::runtime_error(std::string("the tokenizer helper ") + kHelper + " ended");
+    if (!wire::read_u8(fd_, ok)) broken();
     if (!ok && !wire::read_bytes(fd_, *error)) *error = "(no reason given)";
     return ok != 0;
   }

@@ -379,13 +379,17 @@ CheckpointInfo verify_checkpoint(const std::string& path) {
   return info;
 }
 
+NamedParams unsharded_like(const NamedParams& params, const runtime::TensorShards& shards, int tp_size) {
+  NamedParams whole = params;
+  for (const auto& [name, shard] : shards)
+    if (auto it = whole.find(name); it != whole.end())
+      it->second = at::empty(runtime::unsharded_shape(it->second.sizes(), shard, tp_size), it->second.options());
+  return whole;
+}
+
 LoadedCheckpoint restore_checkpoint(const std::string& path, const NamedParams& params, AdamW* optimizer,
                                     const runtime::TensorShards& shards, int tp_rank, int tp_size) {
-  NamedParams needed = params;
-  for (const auto& [name, shard] : shards)
-    if (auto it = needed.find(name); it != needed.end())
-      it->second = at::empty(runtime::unsharded_shape(it->second.sizes(), shard, tp_size), it->second.options());
-  LoadedCheckpoint loaded = load_checkpoint(path, needed);
+  LoadedCheckpoint loaded = load_checkpoint(path, unsharded_like(params, shards, tp_size));
   for (const auto& [name, shard] : shards) {
     auto it = loaded.params.find(name);
     if (it == loaded.params.end()) continue;

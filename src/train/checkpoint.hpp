@@ -156,6 +156,11 @@ CheckpointInfo read_checkpoint_info(const std::string& path);
 // "... is truncated (N of M bytes)", "... is corrupt (CRC-32 ...)".
 CheckpointInfo verify_checkpoint(const std::string& path);
 
+// `params` with each tensor-parallel shard (named in `shards`) replaced by an
+// uninitialised tensor of its whole shape: what a file of whole tensors holds
+// for them (restore_checkpoint, weights_file's init_from_weights).
+NamedParams unsharded_like(const NamedParams& params, const runtime::TensorShards& shards, int tp_size);
+
 // load_checkpoint(path, params); then, when optimizer is not null, loads its state (which
 // validates it); then copies the values into the live params in place (under no-grad). Nothing
 // is modified when a check fails. Returns the loaded checkpoint. Tensor parallelism: the

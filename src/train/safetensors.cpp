@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 #include "train/durable_file.hpp"
@@ -54,16 +55,23 @@ void write_safetensors(const std::string& path, const std::vector<SafeTensor>& t
   write_text_atomic(path, file);
 }
 
-std::vector<SafeTensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  const std::string file = read_text(path);
-  if (file.size() < 8) bad(path, "shorter than its 8-byte header length");
+std::vector<SafeTensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata,
+                                         bool with_data) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char length[8] = {};
+  if (size < 8 || !in.read(reinterpret_cast<char*>(length), 8)) bad(path, "shorter than its 8-byte header length");
   std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(file[i]);
-  if (n > file.size() - 8) bad(path, "a header of " + std::to_string(n) + " bytes in a file of " + std::to_string(file.size()));
-  const nlohmann::json header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<std::ptrdiff_t>(n),
-                                                      nullptr, false);
+  for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
+  if (n > size - 8) bad(path, "a header of " + std::to_string(n) + " bytes in a file of " + std::to_string(size));
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  const nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
   if (header.is_discarded() || !header.is_object()) bad(path, "the header is not a JSON object");
-  const std::uint64_t buffer = file.size() - 8 - n;
+  const std::uint64_t buffer = size - 8 - n;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
   std::vector<SafeTensor> out;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -92,7 +100,12 @@ std::vector<SafeTensor> read_safetensors(const std::string& path, std::map<std::
     if (begin > end || end > buffer) bad(path, t.name + "'s data_offsets lie outside the " + std::to_string(buffer) + "-byte buffer");
     if (end - begin != static_cast<std::uint64_t>(elements(t.shape) * size))
       bad(path, t.name + "'s data_offsets hold " + std::to_string(end - begin) + " bytes, not its shape's");
-    t.data = file.substr(8 + n + begin, end - begin);
+    if (with_data) {
+      t.data.resize(end - begin);
+      in.seekg(static_cast<std::streamoff>(8 + n + begin));
+      if (!in.read(t.data.data(), static_cast<std::streamsize>(end - begin)))
+        throw std::runtime_error("reading " + path + " failed");
+    }
     spans.emplace_back(begin, end);
     out.push_back(std::move(t));
   }

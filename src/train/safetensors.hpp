@@ -35,6 +35,9 @@ int safetensors_dtype_size(const std::string& dtype);
 void write_safetensors(const std::string& path, const std::vector<SafeTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-std::vector<SafeTensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+// with_data false: the header alone, every check made, each SafeTensor's data
+// left empty (a check before a job starts, which reads the data later).
+std::vector<SafeTensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr,
+                                         bool with_data = true);
 
 }  // namespace hp::train

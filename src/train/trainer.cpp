@@ -119,7 +119,7 @@ void TrainOptions::validate(const Task& task) const {
   if (!init_from.empty() && !load.empty() && restart.count == 0)
     fail("train.init_from " + init_from + " and train.load " + load +
          " both say where the run starts: give one (init_from begins a new run from weights, load resumes a run)");
-  if (!init_from.empty()) read_weights(init_from);  // readable, and of a known format
+  if (!init_from.empty()) check_weights_file(init_from);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 #include "train/weights_file.hpp"
 
 #include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -37,10 +38,22 @@ std::string bytes_of(const at::Tensor& t) {
   return std::string(static_cast<const char*>(c.data_ptr()), c.nbytes());
 }
 
-std::string shape_text(at::IntArrayRef shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
+// A torch file (pickle_save, torch.save) is a zip archive; anything else is read as safetensors.
+bool is_zip(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("train.init_from " + path + ": cannot open the file");
+  char magic[2] = {0, 0};
+  in.read(magic, 2);
+  return magic[0] == 'P' && magic[1] == 'K';
+}
+
+std::vector<SafeTensor> read_safetensors_for(const std::string& path, bool with_data) {
+  try {
+    return read_safetensors(path, nullptr, with_data);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("train.init_from " + std::string(e.what()) +
+                                "; give a file of hyperpipe checkpoint export (torch or safetensors)");
+  }
 }
 
 }  // namespace
@@ -94,12 +107,8 @@ ExportReport export_weights(const std::string& checkpoint, const ExportOptions& 
 
 NamedParams read_weights(const std::string& path) {
   const std::string where = "train.init_from " + path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument(where + ": cannot open the file");
-  char magic[2] = {0, 0};
-  in.read(magic, 2);
   NamedParams out;
-  if (magic[0] == 'P' && magic[1] == 'K') {  // a zip archive: torch.save / pickle_save
+  if (is_zip(path)) {
     const std::string text = read_text(path);
     c10::IValue value;
     try {
@@ -116,14 +125,7 @@ NamedParams read_weights(const std::string& path) {
     }
     return out;
   }
-  std::vector<SafeTensor> tensors;
-  try {
-    tensors = read_safetensors(path);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument("train.init_from " + std::string(e.what()) +
-                                "; give a file of hyperpipe checkpoint export (torch or safetensors)");
-  }
-  for (auto& s : tensors) {
+  for (auto& s : read_safetensors_for(path, /*with_data=*/true)) {
     at::ScalarType type = at::kFloat;
     for (const auto& [t, text] : dtype_names())
       if (s.dtype == text) type = t;
@@ -134,22 +136,27 @@ NamedParams read_weights(const std::string& path) {
   return out;
 }
 
+void check_weights_file(const std::string& path) {
+  if (is_zip(path))
+    read_weights(path);  // torch's archive: only its loader checks it
+  else
+    read_safetensors_for(path, /*with_data=*/false);
+}
+
 void init_from_weights(const std::string& path, const NamedParams& params, const runtime::TensorShards& shards,
                        int tp_rank, int tp_size) {
   const NamedParams file = read_weights(path);
   NamedParams values;
-  for (const auto& [name, p] : params) {
+  for (const auto& [name, whole] : unsharded_like(params, shards, tp_size)) {
     const auto it = file.find(name);
     if (it == file.end())
       throw std::invalid_argument("train.init_from " + path + " has no parameter " + name + " (it holds " +
                                   std::to_string(file.size()) + "; export it from a checkpoint of this model)");
-    const auto shard = shards.find(name);
-    const std::vector<std::int64_t> whole =
-        shard == shards.end() ? p.sizes().vec() : runtime::unsharded_shape(p.sizes(), shard->second, tp_size);
-    if (it->second.sizes().vec() != whole)
+    if (!it->second.sizes().equals(whole.sizes()))
       throw std::invalid_argument("train.init_from " + path + ": parameter " + name + " has shape " +
-                                  shape_text(it->second.sizes()) + " in the file but " + shape_text(whole) +
+                                  c10::str(it->second.sizes()) + " in the file but " + c10::str(whole.sizes()) +
                                   " in this model");
+    const auto shard = shards.find(name);
     values[name] = shard == shards.end() ? it->second : runtime::shard_of(it->second, shard->second, tp_rank, tp_size);
   }
   at::NoGradGuard no_grad;

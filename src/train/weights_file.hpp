@@ -42,6 +42,11 @@ ExportReport export_weights(const std::string& checkpoint, const ExportOptions& 
 // on the CPU.
 NamedParams read_weights(const std::string& path);
 
+// Before a job starts: the file opens and is of a known format; a
+// safetensors file's header passes every check, without reading its tensors.
+// Throws std::invalid_argument naming train.init_from.
+void check_weights_file(const std::string& path);
+
 // Copies the file's tensors into `params` (each rank its own; a tensor-parallel
 // rank its shard of the whole tensor the file holds). Nothing is copied when a
 // name is missing or a shape differs: that throws, naming the first such one.
