@@ -10,8 +10,9 @@ function(hp_torch_layer folder)
   hp_tests(${folder}_tests ${folder} hp_${folder} ${L_TEST_DEPS})
 endfunction()
 
-# The comm and runtime dist tests start their ranks with the local launcher.
-hp_torch_layer(comm TEST_DEPS hp_launch)
+# A job over several hosts keeps its store in node 0's launcher (launch/store_server.hpp);
+# the comm and runtime dist tests start their ranks with the local launcher.
+hp_torch_layer(comm DEPS hp_launch TEST_DEPS hp_launch)
 # The runtime runs stages; the GPT and VL models its tests pipeline come from model/.
 hp_torch_layer(runtime DEPS hp_schedule hp_comm TEST_DEPS hp_model hp_data hp_launch)
 # dlsym finds the BLAS that fused attention calls (model/fused_attention.cpp).

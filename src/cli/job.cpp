@@ -88,6 +88,7 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
     lo.master_port = o.master_port;
     lo.command = self_args();
     lo.max_restarts = o.max_restarts;
+    lo.rendezvous_timeout_s = o.rendezvous_timeout_s;
     launch::check_launch_options(lo);  // the node flags before the layout, which they size
     check_local_ranks_fit(o.nproc);
     validate(o.nproc * o.nnodes);
@@ -115,8 +116,8 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
     const auto store = pg->store_keepalive();
     pg.reset();  // peers waiting on this rank fail now, not at their timeout
     const std::string survey = heartbeat.diagnose();
-    // A store rank 0 hosts goes with it; a store file outlives every rank.
-    if (env.rank == 0 && env.store_path.empty()) heartbeat.wait_for_peers(std::chrono::seconds(5));
+    // A store rank 0 hosts goes with it; a store file or a launcher's outlives every rank.
+    if (env.rank == 0 && env.rank0_hosts_store()) heartbeat.wait_for_peers(std::chrono::seconds(5));
     throw std::runtime_error(std::string(e.what()) + "\n" + survey);
   } catch (const std::exception& e) {
     heartbeat.report_failure(e.what());

@@ -17,6 +17,7 @@ struct JobOptions {
   bool nproc_given = false;  // as a rank, a given --nproc must equal WORLD_SIZE
   double timeout_s = 300;    // --timeout: every collective and P2P operation
   int max_restarts = 0;      // --max-restarts: group restarts after a rank fails (train)
+  double rendezvous_timeout_s = 600;  // --rendezvous-timeout: launchers wait for each other (--nnodes)
 };
 
 }  // namespace hp::cli

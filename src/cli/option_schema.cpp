@@ -41,7 +41,8 @@ std::vector<OptionSpec> build_schema() {
        HP_JOB_OR_LAUNCH_FIELD(nnodes)},
       {"launch.node_rank", "--node-rank", kRanks | kLaunch, "this node, in [0, --nnodes): its ranks are "
        "node-rank x nproc and up", HP_JOB_OR_LAUNCH_FIELD(node_rank)},
-      {"launch.master_addr", "--master-addr", kRanks | kLaunch, "node 0's address, where rank 0 hosts the store",
+      {"launch.master_addr", "--master-addr", kRanks | kLaunch,
+       "node 0's address: with --nnodes its launcher hosts the store there (on that interface alone)",
        HP_JOB_OR_LAUNCH_FIELD(master_addr)},
       {"launch.master_port", "--master-port", kRanks | kLaunch,
        "the store's port on --master-addr (0 = a free one; several nodes must name one)",
@@ -50,6 +51,10 @@ std::vector<OptionSpec> build_schema() {
        "start every rank again after a rank fails, up to N times (train resumes from --save's latest checkpoint; "
        "0: a failed rank ends the job)",
        HP_JOB_OR_LAUNCH_FIELD(max_restarts), "", true, "", check_count},
+      {"launch.rendezvous_timeout_s", "--rendezvous-timeout", kRanks | kLaunch,
+       "with --nnodes: seconds each launcher waits for the others at every start (a launcher killed may be started "
+       "again meanwhile) and at the end",
+       HP_JOB_OR_LAUNCH_FIELD(rendezvous_timeout_s)},
       {"tokenize.inputs", "--input", kTokenize,
        "text files (one document per line) or, with --json-key, JSON lines files", HP_FIELD(r.tokenize->inputs), "",
        false},

@@ -83,6 +83,12 @@ DistEnv DistEnv::parse(const std::function<std::optional<std::string>(const std:
     }
     env.store_path = *path;
   }
+  if (auto prefix = lookup("HYPERPIPE_LAUNCHER_STORE")) {
+    if (!env.store_path.empty())
+      throw std::invalid_argument("HYPERPIPE_LAUNCHER_STORE and HYPERPIPE_STORE_PATH are both set; a job has one store");
+    env.launcher_store = true;
+    env.launcher_store_prefix = *prefix;
+  }
   return env;
 }
 
@@ -93,6 +99,7 @@ std::string DistEnv::to_string() const {
   os << "rank " << rank << "/" << world_size << " (local " << local_rank << ") master " << master_addr << ":"
      << master_port;
   if (!store_path.empty()) os << " store " << store_path;
+  if (launcher_store) os << " store hosted by node 0's launcher";
   return os.str();
 }
 

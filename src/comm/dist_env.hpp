@@ -29,12 +29,20 @@ struct DistEnv {
   // Non-empty: the job's store is c10d's FileStore at this path instead of a
   // TCPStore hosted by rank 0 (HYPERPIPE_STORE_PATH; the ranks share a disk).
   std::string store_path;
+  // Set: the store at master_addr:master_port is hosted by node 0's launcher
+  // (comm/launcher_store.hpp), this start's keys under launcher_store_prefix
+  // (HYPERPIPE_LAUNCHER_STORE); rank 0 hosts nothing.
+  bool launcher_store = false;
+  std::string launcher_store_prefix;
+
+  // Rank 0 hosts the store (a TCPStore): it goes when rank 0 goes.
+  bool rank0_hosts_store() const { return store_path.empty() && !launcher_store; }
 
   // A one-process group on loopback (rank 0 of 1, store on a free port).
   static DistEnv single_process();
 
   // Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
-  // process environment (all five are required), and HYPERPIPE_STORE_PATH. Throws std::invalid_argument,
+  // process environment (all five are required), HYPERPIPE_STORE_PATH and HYPERPIPE_LAUNCHER_STORE. Throws std::invalid_argument,
   // e.g. "RANK=abc is not an integer", "RANK=4 must be in [0, WORLD_SIZE=4)",
   // "MASTER_PORT is not set ...".
   static DistEnv from_environment();

@@ -221,9 +221,11 @@ Heartbeat::Heartbeat(const ProcessGroup& job, HeartbeatOptions options) : state_
   s.world = job.env().world_size;
   s.interval = options.interval;
   s.store = connect_to_store(job.env(), job.store_port(), store_timeout(options.interval));
-  s.store_hosted = job.env().store_path.empty();
-  s.store_name = s.store_hosted ? "the job's store, hosted by rank 0, "
-                                              : "the job's store file " + job.env().store_path + " ";
+  const DistEnv& env = job.env();
+  s.store_hosted = env.rank0_hosts_store();
+  s.store_name = s.store_hosted     ? "the job's store, hosted by rank 0, "
+                 : env.launcher_store ? "the job's store, hosted by node 0's launcher, "
+                                      : "the job's store file " + env.store_path + " ";
   {
     std::lock_guard<std::mutex> lock(board.mu);
     board.owner = std::this_thread::get_id();

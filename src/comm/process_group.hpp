@@ -2,8 +2,9 @@
 // point-to-point and collective operations the pipeline needs.
 //
 // Rendezvous (create): the ranks meet on a store: a FileStore at
-// DistEnv::store_path (local jobs: nothing listens), or a TCPStore that rank 0
-// hosts at master_addr:master_port, the other ranks connecting as clients
+// DistEnv::store_path (local jobs: nothing listens), node 0's launcher's
+// (several hosts, comm/launcher_store.hpp), or a TCPStore that rank 0
+// hosts at master_addr:master_port (torchrun), the other ranks connecting as clients
 // (retrying until the timeout, so start order does not matter). Every rank announces itself under a PrefixStore of
 // the group's name; a rank that does not show up within the timeout is named in
 // the error. Gloo then connects the full mesh on the local interface that routes

@@ -20,6 +20,7 @@
 
 #include "comm/comm_error.hpp"
 #include "comm/error_text.hpp"
+#include "comm/launcher_store.hpp"
 
 namespace hp::comm {
 
@@ -80,6 +81,8 @@ c10::intrusive_ptr<c10d::Store> open_file_store(const std::string& path, Ms time
 
 c10::intrusive_ptr<c10d::Store> connect_to_store(const DistEnv& env, int port, Ms timeout) {
   if (!env.store_path.empty()) return open_file_store(env.store_path, timeout);
+  if (env.launcher_store)
+    return c10::make_intrusive<LauncherStore>(env.master_addr, env.master_port, env.launcher_store_prefix, timeout);
   if (port == 0) throw std::invalid_argument("connect_to_store: a single process's store is in its memory only");
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(port);
@@ -130,7 +133,8 @@ Rendezvous::Rendezvous(const DistEnv& env, const ProcessGroupOptions& options)
     : env_(env),
       timeout_(options.timeout),
       who_("rank " + std::to_string(env.rank) + ": "),
-      where_(env.store_path.empty() ? env.master_addr + ":" + std::to_string(env.master_port)
+      where_(env.store_path.empty() ? env.master_addr + ":" + std::to_string(env.master_port) +
+                                          (env.launcher_store ? " (node 0's launcher)" : "")
                                     : "file " + env.store_path),
       same_(env.store_path.empty() ? "MASTER_ADDR and MASTER_PORT" : "HYPERPIPE_STORE_PATH"),
       limit_(format_duration(options.timeout)) {
@@ -147,6 +151,15 @@ Rendezvous::Rendezvous(const DistEnv& env, const ProcessGroupOptions& options)
 void Rendezvous::connect_store() {
   if (!env_.store_path.empty()) {
     store_ = open_file_store(env_.store_path, timeout_);
+    return;
+  }
+  if (env_.launcher_store) {
+    try {
+      store_ = connect_to_store(env_, env_.master_port, timeout_);
+    } catch (const std::exception& e) {
+      fail("connecting to the store at " + where_ + " failed", clean_message(e));
+    }
+    port_ = env_.master_port;
     return;
   }
   if (env_.world_size == 1) {

@@ -3,8 +3,11 @@
 // has rendezvous/). Internal to src/comm: process_group.cpp is its one user.
 //
 // The store: with DistEnv::store_path (local jobs), c10d's FileStore there,
-// which every rank opens and nothing hosts; a single process without one
-// keeps an in-memory HashStore; otherwise rank 0 hosts a TCPStore at
+// which every rank opens and nothing hosts; with DistEnv::launcher_store (a
+// job over several hosts started by `hyperpipe launch`), node 0's launcher
+// hosts it (comm/launcher_store.hpp) and every rank is a client; a single
+// process without one keeps an in-memory HashStore; otherwise (torchrun)
+// rank 0 hosts a TCPStore at
 // master_addr:master_port and the other ranks wait until something listens
 // there and connect as clients, so start order does not matter. (LibTorch
 // 1.13's TCPStore binds every interface, which is why local jobs use neither

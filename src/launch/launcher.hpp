@@ -1,9 +1,10 @@
 // The built-in local launcher: starts the ranks of a one-host job, like
 // `torchrun --standalone --nproc-per-node N --no-python CMD...`.
 //
-// No LibTorch here: the launcher process must start no threads of its own
-// before it starts the ranks; it forks and execs at once (the child only calls
-// async-signal-safe functions: setpgid, prctl, dup2, sigaction, execve).
+// No LibTorch here. The launcher forks and execs at once, and the child only
+// calls async-signal-safe functions (setpgid, prctl, dup2, sigaction,
+// execve), so forking is safe beside the one thread it may have: node 0's
+// store (store_server.hpp), which runs with every signal blocked.
 //
 // Contract of launch_local():
 // - Starts opts.nproc copies of opts.command (argv; command[0] is searched in
@@ -52,15 +53,24 @@
 //   --master-addr --master-port): with opts.nnodes > 1 this launcher starts
 //   node opts.node_rank's opts.nproc ranks, global ranks node_rank x nproc ..
 //   + nproc - 1 of WORLD_SIZE nnodes x nproc (GROUP_RANK = node_rank), all
-//   with the same MASTER_ADDR and MASTER_PORT (which must be given): global
-//   rank 0, on node 0, hosts the TCPStore there, and no store file is made.
-//   Output lines carry the global rank. A failure on one node reaches the
-//   others through the ranks (the heartbeat names the rank; every rank
-//   exits), so each launcher sees its ranks fail and ends, or restarts them
-//   on the same port when opts.max_restarts allows: the nodes' groups meet
-//   again at the store, each launcher waiting for the others as long as the
-//   ranks' rendezvous timeout allows. A launcher killed with -9 takes its
-//   ranks with it (PR_SET_PDEATHSIG); the other nodes' ranks then fail.
+//   with the same MASTER_ADDR and MASTER_PORT (which must be given). Node 0's
+//   launcher hosts the job's store there, bound to that address alone
+//   (store_server.hpp); no rank hosts one and no store file is made: the
+//   ranks get HYPERPIPE_LAUNCHER_STORE, their start's key prefix. Output lines
+//   carry the global rank. The launchers meet on that store (node_group.hpp)
+//   and decide each start together: every node's launcher waits for the
+//   others at each start (up to opts.rendezvous_timeout_s), the first failure
+//   any node records is the start's, and every other node stops its ranks
+//   within 100 ms of it, with one line naming it ("rank 3 failed with ...",
+//   "node 1's launcher was lost ..."). The restarts follow as on one node,
+//   counted once for the job; a launcher killed with -9 takes its ranks with
+//   it (PR_SET_PDEATHSIG) and fails the start, and when it is started again
+//   within the rendezvous timeout it joins the next start; if it does not,
+//   the others end with one line naming its node. The launcher's own
+//   SIGINT/SIGTERM, the job timeout and kExitNoRestart end every node's job.
+//   A node whose ranks all exited 0 waits for the others' end (a failure
+//   there restarts it too); node 0 keeps the store up until the others have
+//   left (at most 5 s). Losing node 0's launcher ends the job on every node.
 // - Blocking; call from one thread at a time (signal handling is process-wide).
 #pragma once
 
@@ -95,6 +105,9 @@ struct LaunchOptions {
   // Give the ranks a private store file (HYPERPIPE_STORE_PATH).
   bool store_file = true;
   int max_restarts = 0;  // restarts of the whole group after a rank fails
+  // Several nodes: how long a launcher waits for the others at each start
+  // (a launcher killed with -9 may be started again meanwhile) and at the end.
+  double rendezvous_timeout_s = 600;
 };
 
 // The variables a restarted group's ranks read (the contract above).

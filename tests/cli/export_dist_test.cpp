@@ -68,7 +68,7 @@ TEST(ExportDist, PythonReadsBothFormatsBitwiseAndInitFromStartsAnyLayoutFromThem
   // The same weights under three other layouts and both formats: the same first loss.
   double reference = 0;
   int run = 0;
-  for (const std::string args : {"--nproc 1 --init-from " + dir + "/model.pt",
+  for (const std::string& args : {"--nproc 1 --init-from " + dir + "/model.pt",
                                  "--nproc 2 --vpp 2 --init-from " + dir + "/model.safetensors",
                                  "--nproc 4 --vpp 1 --schedule 1f1b --init-from " + dir + "/model.safetensors"}) {
     const std::string metrics = dir + "/metrics-" + std::to_string(run++) + ".jsonl";

@@ -32,17 +32,6 @@ nlohmann::json metrics_line(const std::string& path, long step) {
   return {};
 }
 
-// Every file of two step directories, byte for byte.
-void expect_same_checkpoint(const fs::path& a, const fs::path& b) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(a)) names.push_back(e.path().filename().string());
-  ASSERT_FALSE(names.empty()) << a;
-  for (const auto& name : names) {
-    ASSERT_TRUE(fs::exists(b / name)) << b / name;
-    EXPECT_EQ(slurp((a / name).string()), slurp((b / name).string())) << name << " differs";
-  }
-}
-
 TEST(TrainRestart, AKilledStoppedOrMidSaveKilledRankRestartsFromLatestOnTheSameCurve) {
   const std::string dir = fresh_dir("restart");
   const auto ref = train(kJob + " --save " + dir + "/ref", dir + "/ref.jsonl");

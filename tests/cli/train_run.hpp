@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -52,6 +53,18 @@ inline std::vector<double> last_per_rank(const std::string& path, const std::str
   std::string line, last;
   while (std::getline(in, line)) last = line;
   return nlohmann::json::parse(last).at(key).get<std::vector<double>>();
+}
+
+// Every file of two checkpoint step directories, byte for byte.
+inline void expect_same_checkpoint(const std::filesystem::path& a, const std::filesystem::path& b) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(a)) {
+    ++files;
+    const auto other = b / e.path().filename();
+    ASSERT_TRUE(std::filesystem::exists(other)) << other;
+    EXPECT_EQ(slurp(e.path().string()), slurp(other.string())) << e.path().filename() << " differs";
+  }
+  EXPECT_GT(files, 0) << a;
 }
 
 inline double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }

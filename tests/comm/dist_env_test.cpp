@@ -66,6 +66,17 @@ TEST(DistEnv, TakesTheLocalLaunchersStoreFile) {
             "HYPERPIPE_STORE_PATH=store must be an absolute file path (the job's store file), or not set");
 }
 
+TEST(DistEnv, TakesANodeLaunchersStore) {
+  DistEnv e = parse(with(good(), "HYPERPIPE_LAUNCHER_STORE", "start/2/"));
+  EXPECT_TRUE(e.launcher_store);
+  EXPECT_EQ(e.launcher_store_prefix, "start/2/");
+  EXPECT_FALSE(e.rank0_hosts_store());
+  EXPECT_TRUE(parse(good()).rank0_hosts_store());
+  EXPECT_EQ(e.to_string(), "rank 2/4 (local 0) master 10.0.0.1:29500 store hosted by node 0's launcher");
+  EXPECT_EQ(error_of(with(with(good(), "HYPERPIPE_LAUNCHER_STORE", "p/"), "HYPERPIPE_STORE_PATH", "/tmp/s")),
+            "HYPERPIPE_LAUNCHER_STORE and HYPERPIPE_STORE_PATH are both set; a job has one store");
+}
+
 TEST(DistEnv, ReportsNonIntegers) {
   EXPECT_EQ(error_of(with(good(), "RANK", "abc")), "RANK=abc is not an integer");
   EXPECT_EQ(error_of(with(good(), "WORLD_SIZE", "4x")), "WORLD_SIZE=4x is not an integer");
