@@ -5,8 +5,9 @@
 // with -9 and started again (as a supervisor would) restart the whole job on
 // both nodes, which ends on the uninterrupted curve with the same final
 // checkpoint, byte for byte. A launcher that does not come back ends the job
-// after the rendezvous timeout, naming its node; flags that differ between
-// the nodes and bad node flags are refused.
+// after the rendezvous timeout, naming its node; a launcher's SIGTERM ends
+// every node without a restart; flags that differ between the nodes and bad
+// node flags are refused.
 #include <gtest/gtest.h>
 
 #include "launch/launcher.hpp"
@@ -100,6 +101,28 @@ TEST(TrainMultiNode, ALauncherThatDoesNotComeBackEndsTheJobNamingItsNode) {
             std::string::npos)
       << node0;
   EXPECT_EQ(node0.find("restart 2 of 2"), std::string::npos) << node0;
+}
+
+// The launcher's own SIGTERM ends every node's job, restarts or not.
+TEST(TrainMultiNode, ALaunchersSigtermEndsEveryNodeWithoutARestart) {
+  const std::string dir = fresh_dir("multinode_sigterm");
+  const int port = launch::pick_free_port("127.0.0.2");
+  auto launcher = [&](int node) {
+    return hyperpipe() + " launch --nnodes 2 --node-rank " + std::to_string(node) +
+           " --nproc 1 --master-addr 127.0.0.2 --master-port " + std::to_string(port) +
+           " --max-restarts 2 -- sh -c 'echo up; exec sleep 60' > " + dir + "/node" + std::to_string(node) + ".log 2>&1";
+  };
+  const auto r = run_script(dir, "sigterm",
+      launcher(1) + " & N1=$!; " + launcher(0) + " & N0=$!; until grep -q up " + dir + "/node0.log && grep -q up " +
+          dir + "/node1.log; do sleep 0.05; done; kill -TERM $N1; wait $N1; echo node1 exit $?; wait $N0; "
+          "echo node0 exit $?",
+      120);
+  const std::string node0 = slurp(dir + "/node0.log");
+  EXPECT_NE(r.output.find("node1 exit 143"), std::string::npos) << r.output << slurp(dir + "/node1.log");
+  EXPECT_NE(r.output.find("node0 exit 1"), std::string::npos) << r.output << node0;
+  EXPECT_NE(node0.find("hyperpipe launch: node 1's launcher got SIGTERM; stopping this node's ranks"), std::string::npos)
+      << node0;
+  EXPECT_EQ(node0.find("restart 1"), std::string::npos) << node0;
 }
 
 TEST(TrainMultiNode, DifferentFlagsOnTheNodesAndBadNodeFlagsAreRefused) {
