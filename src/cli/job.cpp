@@ -13,6 +13,7 @@
 #include "cli/self_args.hpp"
 #include "train/memory_estimate.hpp"
 #include "comm/heartbeat.hpp"
+#include "launch/error_file.hpp"
 #include "launch/launcher.hpp"
 #include "model/param_init.hpp"
 #include "runtime/tensor_memory.hpp"
@@ -116,6 +117,13 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
     const auto store = pg->store_keepalive();
     pg.reset();  // peers waiting on this rank fail now, not at their timeout
     const std::string survey = heartbeat.diagnose();
+    // The launcher names the rank to blame, not this one (launch/error_file.hpp).
+    if (const char* file = std::getenv(launch::kErrorFileEnv)) {
+      launch::ErrorRecord record;
+      record.message = e.what();
+      if (const auto c = heartbeat.culprit()) record.culprit = c->rank, record.culprit_state = c->state;
+      launch::write_error_file(file, record);
+    }
     // A store rank 0 hosts goes with it; a store file or a launcher's outlives every rank.
     if (env.rank == 0 && env.rank0_hosts_store()) heartbeat.wait_for_peers(std::chrono::seconds(5));
     throw std::runtime_error(std::string(e.what()) + "\n" + survey);

@@ -121,6 +121,7 @@ struct Heartbeat::State {
   std::int64_t beats = 0;
   std::string failure;
   bool surveyed = false;  // its diagnose() is done: it needs the store no more
+  std::optional<Heartbeat::Culprit> culprit;  // what the last survey blamed
 
   Json record() {
     Json j;
@@ -341,6 +342,14 @@ std::string Heartbeat::diagnose() {
       if (j.contains("failed")) table << "; failed: " << j.value("failed", "");
       table << "\n";
     }
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      if (!silent.empty()) {
+        st->culprit = Heartbeat::Culprit{silent.front(), "is not responding (dead or stopped)"};
+      } else if (!stuck.empty()) {
+        st->culprit = Heartbeat::Culprit{stuck.front().first, "is alive but stuck"};
+      }
+    }
     for (const auto& [r, still] : stuck)
       head << me << "rank " << r << " is alive but stuck: it has not advanced for " << seconds(still)
            << " and waits for no message, at " << position_of(second.at(r)) << "\n";
@@ -382,6 +391,11 @@ std::string Heartbeat::diagnose() {
     return unreachable + "did not answer within " + seconds(limit.count()) +
            (hosted ? ": rank 0 is stopped or stuck\n" : "\n");
   return *text;
+}
+
+std::optional<Heartbeat::Culprit> Heartbeat::culprit() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->culprit;
 }
 
 void Heartbeat::wait_for_peers(Ms limit) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace hp::comm {
@@ -81,6 +82,14 @@ class Heartbeat {
   // the ranks not responding, the first failure, the longest-waiting receive
   // and the peer it waits for, and a table of every rank's position.
   std::string diagnose();
+
+  // The rank the last diagnose() blames: the first not responding, else the
+  // first stuck (never this rank); nullopt when it found none.
+  struct Culprit {
+    int rank = -1;
+    std::string state;  // "is not responding (dead or stopped)", "is alive but stuck"
+  };
+  std::optional<Culprit> culprit() const;
 
   // For rank 0, which hosts the store, after its own failure: returns once
   // every other rank has finished its own survey, stopped beating or got stuck

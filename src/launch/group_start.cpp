@@ -15,11 +15,12 @@
 #include <string>
 
 #include "launch/console.hpp"
+#include "launch/error_file.hpp"
 #include "launch/exec_env.hpp"
 #include "launch/node_group.hpp"
 #include "launch/signal_guard.hpp"
 #include "launch/store_client.hpp"
-#include "launch/store_dir.hpp"
+#include "launch/start_dir.hpp"
 
 namespace hp::launch {
 
@@ -83,8 +84,8 @@ class GroupStart::Impl {
 
   int run(SignalGuard& signals) {
     const int port = o_.master_port != 0 ? o_.master_port : pick_free_port(o_.master_addr);
-    StoreDir store_dir(o_.store_file && !group_);  // several nodes meet at node 0's launcher
-    store_path_ = store_dir.path();
+    dir_ = std::make_unique<StartDir>();
+    if (o_.store_file && !group_) store_path_ = dir_->store_path();  // several nodes meet at node 0's launcher
     ranks_.resize(o_.nproc);
     const auto start = Clock::now();
 
@@ -186,6 +187,7 @@ class GroupStart::Impl {
     env.set("MASTER_ADDR", o_.master_addr);
     env.set("MASTER_PORT", std::to_string(port));
     if (!store_path_.empty()) env.set("HYPERPIPE_STORE_PATH", store_path_);
+    env.set(kErrorFileEnv, dir_->error_file(rk.rank));
     if (group_) env.set("HYPERPIPE_LAUNCHER_STORE", NodeGroup::rank_prefix(group_->start()));
     if (relay_progress_) env.set("HYPERPIPE_PROGRESS", "relay");
     std::vector<char*> envp = env.envp();
@@ -352,7 +354,14 @@ class GroupStart::Impl {
       flush_available(r);
       const std::string what = "rank " + std::to_string(r.rank) + " failed with " + how;
       say("hyperpipe launch: " + what + (others ? "; stopping the other ranks" : ""));
-      record(what, code != kExitNoRestart);
+      // A rank that gave up on a stopped or hung peer blames it: the start failed there.
+      const auto error = read_error_file(dir_->error_file(r.rank));
+      if (error && error->culprit >= 0 && error->culprit != r.rank)
+        record("rank " + std::to_string(error->culprit) + " " + error->culprit_state + ", found by rank " +
+                   std::to_string(r.rank),
+               true);
+      else
+        record(what, code != kExitNoRestart);
       result_ = code;
       begin_stop(SIGTERM);
     }
@@ -434,6 +443,7 @@ class GroupStart::Impl {
   Clock::time_point next_watch_ = Clock::time_point::min();
   std::function<void(const LaunchOutput&)> sink_;
   std::vector<Rank> ranks_;
+  std::unique_ptr<StartDir> dir_;  // this start's store file and error files
   std::string store_path_;  // HYPERPIPE_STORE_PATH for the ranks; empty: none
   std::unique_ptr<Console> console_;  // the default output; null with on_output
   bool relay_progress_ = false;       // ranks relay their progress bars to console_

@@ -397,6 +397,26 @@ TEST(Launcher, ARestartStartsEveryRankAgainWithItsCountAndReason) {
   EXPECT_EQ(r.all().find("restart 2"), std::string::npos) << r.all();
 }
 
+// A rank that gave up on a stopped peer says so in its error file
+// (TORCHELASTIC_ERROR_FILE): the restart names the peer, not the rank that exited.
+TEST(Launcher, ARestartNamesTheRankAnErrorFileBlames) {
+  LaunchOptions o;
+  o.max_restarts = 1;
+  Result r = run_sh(2,
+                    "if [ \"$HYPERPIPE_RESTART_COUNT\" = 0 ]; then"
+                    "  if [ \"$RANK\" = 0 ]; then printf '{\"message\": {\"message\": \"gave up\"}, \"hyperpipe\":"
+                    " {\"culprit\": 1, \"culprit_state\": \"is not responding (dead or stopped)\"}}' >"
+                    " \"$TORCHELASTIC_ERROR_FILE\"; exit 1; fi; sleep 60 & wait $!; fi;"
+                    " echo \"reason: $HYPERPIPE_RESTART_REASON\"",
+                    o);
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_TRUE(r.has_line("hyperpipe launch: rank 0 failed with exit code 1; stopping the other ranks")) << r.all();
+  EXPECT_TRUE(r.has_line("hyperpipe launch: restart 1 of 1 after rank 1 is not responding (dead or stopped), found by "
+                         "rank 0: starting every rank again"))
+      << r.all();
+  EXPECT_TRUE(r.has_line("[rank 1] reason: rank 1 is not responding (dead or stopped), found by rank 0")) << r.all();
+}
+
 TEST(Launcher, RestartsEndAfterTheLastOneWithItsFailure) {
   LaunchOptions o;
   o.max_restarts = 2;

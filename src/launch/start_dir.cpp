@@ -1,4 +1,4 @@
-#include "launch/store_dir.hpp"
+#include "launch/start_dir.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -8,8 +8,7 @@
 
 namespace hp::launch {
 
-StoreDir::StoreDir(bool wanted) {
-  if (!wanted) return;
+StartDir::StartDir() {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/hyperpipe-store-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) {
@@ -19,9 +18,8 @@ StoreDir::StoreDir(bool wanted) {
   dir_ = pattern;
 }
 
-StoreDir::~StoreDir() {
-  if (dir_.empty()) return;
-  std::error_code ignored;  // nothing to do about a failure at the job's end
+StartDir::~StartDir() {
+  std::error_code ignored;  // nothing to do about a failure at the start's end
   std::filesystem::remove_all(dir_, ignored);
 }
 

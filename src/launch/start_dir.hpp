@@ -1,0 +1,34 @@
+// StartDir: the private directory of one start of a node's ranks: the job's
+// store file on one node (HYPERPIPE_STORE_PATH: the ranks keep their
+// rendezvous store in a file, c10d's FileStore, rather than behind a TCP
+// port, so that nothing on the network can reach it) and each rank's error
+// file (TORCHELASTIC_ERROR_FILE, error_file.hpp). Made by mkdtemp under
+// TMPDIR (else /tmp) with mode 0700, so that no other user of the host can
+// open it either.
+//
+// Contract: made before the first rank starts and destroyed after the last
+// one is gone, on the launcher's thread; the destructor removes the directory
+// and whatever the ranks left in it, ignoring errors (nothing can be done
+// about them at the start's end). Not copyable.
+#pragma once
+
+#include <string>
+
+namespace hp::launch {
+
+class StartDir {
+ public:
+  // Throws std::runtime_error when the directory cannot be created.
+  StartDir();
+  ~StartDir();
+  StartDir(const StartDir&) = delete;
+  StartDir& operator=(const StartDir&) = delete;
+
+  std::string store_path() const { return dir_ + "/store"; }
+  std::string error_file(int rank) const { return dir_ + "/error-" + std::to_string(rank) + ".json"; }
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace hp::launch
