@@ -8,15 +8,6 @@
 
 namespace hp::model {
 
-std::uint64_t fnv1a64(const std::string& text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 ParamInit constant_init(double value, c10::ScalarType dtype) {
   return [value, dtype](const std::string&, at::IntArrayRef shape) {
     return at::full(shape, value, at::TensorOptions().dtype(dtype));

@@ -17,6 +17,8 @@
 #include <map>
 #include <string>
 
+#include "runtime/fnv1a.hpp"
+
 namespace torch::nn {
 class Module;
 }
@@ -43,6 +45,6 @@ ParamInit xavier_uniform_init(std::uint64_t seed, c10::ScalarType dtype);
 std::map<std::string, ParamInit> declared_inits(const torch::nn::Module& root);
 
 // FNV-1a of a name: the per-parameter part of every seeded draw.
-std::uint64_t fnv1a64(const std::string& text);
+using runtime::fnv1a64;
 
 }  // namespace hp::model

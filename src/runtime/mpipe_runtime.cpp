@@ -9,6 +9,7 @@
 #include "comm/p2p.hpp"
 #include "comm/process_group.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/fnv1a.hpp"
 #include "runtime/stage.hpp"
 
 namespace hp::runtime {
@@ -28,15 +29,6 @@ std::string describe_structure(const NamedTensors& params) {
   std::ostringstream os;
   for (const auto& [name, t] : params) os << name << ':' << c10::toString(t.scalar_type()) << t.sizes() << ';';
   return os.str();
-}
-
-std::int64_t hash64(const std::string& text) {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return static_cast<std::int64_t>(h);
 }
 
 }  // namespace
@@ -242,7 +234,7 @@ void MPipeRuntime::check_structure() {
   const auto params = parameters();
   const int world = pg_->world_size();
   at::Tensor info = at::zeros({2, world}, at::kLong);
-  info[0][rank_] = hash64(describe_structure(params));
+  info[0][rank_] = static_cast<std::int64_t>(fnv1a64(describe_structure(params)));
   info[1][rank_] = static_cast<std::int64_t>(params.size());
   pg_->all_reduce(info);
   std::string bad;

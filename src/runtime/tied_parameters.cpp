@@ -7,19 +7,15 @@
 
 #include "comm/p2p.hpp"
 #include "comm/process_group.hpp"
+#include "runtime/fnv1a.hpp"
 
 namespace hp::runtime {
 namespace {
 
 std::int64_t hash_names(const std::vector<std::string>& names) {
-  std::uint64_t h = 14695981039346656037ull;  // FNV-1a over the names and separators
-  for (const auto& n : names) {
-    for (unsigned char c : n + '\n') {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-  }
-  return static_cast<std::int64_t>(h >> 1);  // non-negative: one entry per column, summed
+  std::string joined;
+  for (const auto& n : names) joined += n + '\n';
+  return static_cast<std::int64_t>(fnv1a64(joined) >> 1);  // non-negative: one entry per column, summed
 }
 
 }  // namespace
