@@ -128,6 +128,7 @@ class GroupStart::Impl {
       if (signals.received() != 0 && !stopping_) {
         interrupted_ = signals.received();
         record("node " + std::to_string(o_.node_rank) + "'s launcher got " + signal_name(interrupted_), false);
+        failure_.restartable = false;  // even where another node recorded a restartable one first: told to stop
         begin_stop(signals.received());
       }
       reap();
@@ -152,12 +153,7 @@ class GroupStart::Impl {
     return 0;
   }
 
-  // Whether the run ended with a failure that a restart may get past, and
-  // that failure ("rank R failed with ...": on several nodes the first one
-  // any node recorded) and when it was seen (ms since the epoch).
-  bool restartable() const { return restartable_ && interrupted_ == 0; }
-  const std::string& failure() const { return failure_; }
-  std::int64_t failed_at_ms() const { return failed_at_ms_; }
+  const StartFailure& failure() const { return failure_; }
 
   void say(const std::string& text) { sink_(LaunchOutput{-1, true, text}); }
 
@@ -388,29 +384,22 @@ class GroupStart::Impl {
   // recorded is the start's (a rank failing after another node's did is
   // its consequence, not its cause).
   void record(const std::string& what, bool restartable) {
-    if (!failure_.empty()) return;
-    failure_ = what;
-    restartable_ = restartable;
-    failed_at_ms_ =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (!failure_.reason.empty()) return;
+    failure_ = StartFailure{what, restartable, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                   std::chrono::system_clock::now().time_since_epoch())
+                                                   .count()};
     if (!group_) return;
     try {
-      adopt(group_->fail(NodeFailure{failure_, restartable_, failed_at_ms_}));
+      failure_ = group_->fail(failure_);
     } catch (const StoreError& e) {
       lost_store(e);
     }
   }
 
-  void adopt(const NodeFailure& f) {
-    failure_ = f.reason;
-    restartable_ = f.restartable;
-    failed_at_ms_ = f.failed_at_ms;
-  }
-
   void lost_store(const StoreError& e) {
-    failure_ = "node 0's launcher was lost (" + std::string(e.what()) + ")";
-    restartable_ = false;
-    if (!stopping_) say("hyperpipe launch: " + failure_ + "; stopping this node's ranks");
+    failure_.reason = "node 0's launcher was lost (" + std::string(e.what()) + ")";
+    failure_.restartable = false;
+    if (!stopping_) say("hyperpipe launch: " + failure_.reason + "; stopping this node's ranks");
   }
 
   // Another node's failure ends this node's ranks too, at once.
@@ -419,8 +408,8 @@ class GroupStart::Impl {
     try {
       const auto f = group_->failure();
       if (!f) return;
-      adopt(*f);
-      say("hyperpipe launch: " + failure_ + "; stopping this node's ranks");
+      failure_ = *f;
+      say("hyperpipe launch: " + failure_.reason + "; stopping this node's ranks");
     } catch (const StoreError& e) {
       lost_store(e);
     }
@@ -452,9 +441,7 @@ class GroupStart::Impl {
   Clock::time_point kill_deadline_ = Clock::time_point::max();
   int result_ = -1;
   int interrupted_ = 0;
-  bool restartable_ = false;
-  std::string failure_;
-  std::int64_t failed_at_ms_ = 0;
+  StartFailure failure_{"", false, 0};  // reason empty: none yet
 };
 
 
@@ -463,9 +450,7 @@ GroupStart::GroupStart(const LaunchOptions& o, std::vector<std::pair<std::string
     : impl_(std::make_unique<Impl>(o, std::move(restart_env), group)) {}
 GroupStart::~GroupStart() = default;
 int GroupStart::run(SignalGuard& signals) { return impl_->run(signals); }
-bool GroupStart::restartable() const { return impl_->restartable(); }
-const std::string& GroupStart::failure() const { return impl_->failure(); }
-std::int64_t GroupStart::failed_at_ms() const { return impl_->failed_at_ms(); }
+const StartFailure& GroupStart::failure() const { return impl_->failure(); }
 void GroupStart::say(const std::string& text) { impl_->say(text); }
 
 }  // namespace hp::launch

@@ -6,9 +6,9 @@
 //
 // Contract: run() once, on the launcher's thread; it returns when every rank
 // has exited (their pipes drained): 0 when all exited 0, else the status
-// launcher.hpp describes. Afterwards failure() names what ended the start
-// (on several nodes the first failure any node recorded) and restartable()
-// says whether a restart may get past it.
+// launcher.hpp describes. Afterwards failure() says what ended the start (on
+// several nodes the first failure any node recorded) and whether a restart
+// may get past it; its reason is empty when nothing failed.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "launch/launcher.hpp"
+#include "launch/start_failure.hpp"
 
 namespace hp::launch {
 
@@ -34,9 +35,7 @@ class GroupStart {
   GroupStart& operator=(const GroupStart&) = delete;
 
   int run(SignalGuard& signals);
-  bool restartable() const;
-  const std::string& failure() const;
-  std::int64_t failed_at_ms() const;  // ms since the epoch; 0: unknown
+  const StartFailure& failure() const;
   // A line of the launcher's own, through this start's output.
   void say(const std::string& text);
 

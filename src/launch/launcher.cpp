@@ -98,9 +98,7 @@ void say(const LaunchOptions& o, const std::string& text) {
 // What one start of the group ended with.
 struct Outcome {
   int rc = 0;
-  bool restartable = false;
-  std::string failure;
-  std::int64_t failed_at_ms = 0;
+  StartFailure failure{"", false, 0};
 };
 
 std::vector<std::pair<std::string, std::string>> restart_env(int restart, const Outcome& last) {
@@ -108,8 +106,8 @@ std::vector<std::pair<std::string, std::string>> restart_env(int restart, const 
   std::vector<std::pair<std::string, std::string>> env = {{kRestartCountEnv, count},
                                                           {"TORCHELASTIC_RESTART_COUNT", count}};
   if (restart > 0) {
-    env.emplace_back(kRestartReasonEnv, last.failure);
-    if (last.failed_at_ms > 0) env.emplace_back(kFailedAtMsEnv, std::to_string(last.failed_at_ms));
+    env.emplace_back(kRestartReasonEnv, last.failure.reason);
+    if (last.failure.failed_at_ms > 0) env.emplace_back(kFailedAtMsEnv, std::to_string(last.failure.failed_at_ms));
   }
   return env;
 }
@@ -118,14 +116,14 @@ std::vector<std::pair<std::string, std::string>> restart_env(int restart, const 
 // every node's end.
 Outcome run_start(const LaunchOptions& o, int restart, const Outcome& last, NodeGroup* group, SignalGuard& signals) {
   GroupStart launch(o, restart_env(restart, last), group);
-  Outcome out{launch.run(signals), launch.restartable(), launch.failure(), launch.failed_at_ms()};
+  Outcome out{launch.run(signals), launch.failure()};
   if (out.rc != 0 || !group) return out;
   if (group->finish([&] { return signals.received() != 0; })) return out;
-  if (signals.received() != 0) return Outcome{128 + signals.received(), false, "", 0};
+  if (signals.received() != 0) return Outcome{128 + signals.received()};
   const auto f = group->failure();
-  if (!f) return Outcome{1, false, "the other nodes did not finish", 0};
+  if (!f) return Outcome{1, {"the other nodes did not finish", false, 0}};
   launch.say("hyperpipe launch: " + f->reason + " after this node's ranks finished");
-  return Outcome{1, f->restartable, f->reason, f->failed_at_ms};
+  return Outcome{1, *f};
 }
 
 // On several nodes: enters the next start with every node's launcher. The
@@ -135,12 +133,12 @@ std::optional<int> begin_start(const LaunchOptions& o, NodeGroup& group, SignalG
   try {
     const auto start = group.begin([&] { return signals.received() != 0; });
     if (!start) {
-      ended = Outcome{128 + signals.received(), false, "", 0};
+      ended = Outcome{128 + signals.received()};
       return std::nullopt;
     }
     if (const auto f = group.failure()) {  // a launcher was lost at the barrier
       say(o, "hyperpipe launch: " + f->reason + " before start " + std::to_string(*start) + " began");
-      ended = Outcome{1, f->restartable, f->reason, f->failed_at_ms};
+      ended = Outcome{1, *f};
     }
     return start;
   } catch (const NodeGroupTimeout& e) {
@@ -148,7 +146,7 @@ std::optional<int> begin_start(const LaunchOptions& o, NodeGroup& group, SignalG
   } catch (const StoreError& e) {
     say(o, "hyperpipe launch: node 0's launcher was lost (" + std::string(e.what()) + "); ending the job");
   }
-  ended = Outcome{1, false, "", 0};
+  ended = Outcome{1};
   return std::nullopt;
 }
 
@@ -183,20 +181,20 @@ int launch_local(const LaunchOptions& opts) {
       const auto start = begin_start(opts, *group, signals, out);
       if (!start) return leave(out.rc);
       restart = *start;  // a launcher started again joins the others' start
-      if (restart > 0 && last.failure.empty()) {
-        if (const auto f = group->previous_failure()) last = Outcome{1, f->restartable, f->reason, f->failed_at_ms};
+      if (restart > 0 && last.failure.reason.empty()) {
+        if (const auto f = group->previous_failure()) last = Outcome{1, *f};
       }
     }
     if (out.rc == 0) out = run_start(opts, restart, last, group.get(), signals);
-    if (out.rc == 0 || !out.restartable) return leave(out.rc);
+    if (out.rc == 0 || !out.failure.restartable) return leave(out.rc);
     if (restart >= opts.max_restarts) {
       if (restart > 0)
         say(opts, "hyperpipe launch: giving up after " + std::to_string(restart) + " restart" +
-                      (restart > 1 ? "s" : "") + "; the last: " + out.failure);
+                      (restart > 1 ? "s" : "") + "; the last: " + out.failure.reason);
       return leave(out.rc);
     }
     say(opts, "hyperpipe launch: restart " + std::to_string(restart + 1) + " of " + std::to_string(opts.max_restarts) +
-                  " after " + out.failure + ": starting every rank again");
+                  " after " + out.failure.reason + ": starting every rank again");
     last = out;
   }
 }

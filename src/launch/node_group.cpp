@@ -17,14 +17,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // A failure as stored: "<restart|final> <ms> <reason>".
-std::string encode(const NodeFailure& f) {
+std::string encode(const StartFailure& f) {
   return std::string(f.restartable ? "restart " : "final ") + std::to_string(f.failed_at_ms) + " " + f.reason;
 }
 
-NodeFailure decode(const std::string& v) {
-  NodeFailure f;
+StartFailure decode(const std::string& v) {
+  StartFailure f;
   const auto a = v.find(' '), b = v.find(' ', a + 1);
-  if (a == std::string::npos || b == std::string::npos) return NodeFailure{v, false, 0};
+  if (a == std::string::npos || b == std::string::npos) return StartFailure{v, false, 0};
   f.restartable = v.compare(0, a, "restart") == 0;
   f.failed_at_ms = std::atoll(v.substr(a + 1, b - a - 1).c_str());
   f.reason = v.substr(b + 1);
@@ -68,65 +68,71 @@ std::string NodeGroup::key(int start, const std::string& what) const {
   return "launch/" + std::to_string(start) + "/" + what;
 }
 
+std::vector<std::string> NodeGroup::node_keys(const std::string& what) const {
+  std::vector<std::string> keys;
+  for (int n = 0; n < nnodes_; ++n) keys.push_back(key(start_, what + "/" + std::to_string(n)));
+  return keys;
+}
+
+std::vector<int> NodeGroup::missing(const std::vector<std::string>& keys) {
+  std::vector<int> nodes;
+  for (int n = 0; n < nnodes_; ++n)
+    if (!client_->check({keys[n]})) nodes.push_back(n);
+  return nodes;
+}
+
 std::optional<int> NodeGroup::begin(const std::function<bool()>& interrupted) {
   start_ = next_++;
   // When it is seen is unknown here: the launchers that notice it say when (failed_at_ms 0).
   client_->will(key(start_, "failed"),
-                encode(NodeFailure{"node " + std::to_string(node_) + "'s launcher was lost (its connection to the store closed)",
+                encode(StartFailure{"node " + std::to_string(node_) + "'s launcher was lost (its connection to the store closed)",
                                    true, 0}));
-  client_->set(key(start_, "ready/" + std::to_string(node_)), "1");
+  const std::vector<std::string> ready = node_keys("ready");
+  client_->set(ready[node_], "1");
   client_->set("launch/start", std::to_string(start_));
-  std::vector<std::string> ready;
-  for (int n = 0; n < nnodes_; ++n) ready.push_back(key(start_, "ready/" + std::to_string(n)));
   const auto deadline = Clock::now() + rendezvous_timeout_;
   while (!client_->wait(ready, Ms(100))) {
     if (interrupted()) return std::nullopt;
     if (client_->check({key(start_, "failed")})) return start_;
     if (Clock::now() >= deadline) {
-      std::vector<int> missing;
-      for (int n = 0; n < nnodes_; ++n)
-        if (!client_->check({ready[n]})) missing.push_back(n);
+      const std::vector<int> absent = missing(ready);
       const std::string what = start_ == 0 ? "the job's start" : "restart " + std::to_string(start_);
-      throw NodeGroupTimeout(node_list(missing) + (missing.size() == 1 ? "'s launcher" : "' launchers") +
+      throw NodeGroupTimeout(node_list(absent) + (absent.size() == 1 ? "'s launcher" : "' launchers") +
                              " did not join " + what + " within the rendezvous timeout of " + seconds(rendezvous_timeout_));
     }
   }
   return start_;
 }
 
-std::optional<NodeFailure> NodeGroup::failure_of(int start) {
+std::optional<StartFailure> NodeGroup::failure_of(int start) {
   auto v = client_->get(key(start, "failed"));
   if (!v) return std::nullopt;
-  NodeFailure f = decode(*v);
+  StartFailure f = decode(*v);
   if (f.failed_at_ms == 0) f.failed_at_ms = now_ms();  // a lost launcher's will: seen now
   return f;
 }
 
-std::optional<NodeFailure> NodeGroup::failure() { return failure_of(start_); }
+std::optional<StartFailure> NodeGroup::failure() { return failure_of(start_); }
 
-std::optional<NodeFailure> NodeGroup::previous_failure() {
+std::optional<StartFailure> NodeGroup::previous_failure() {
   if (start_ <= 0) return std::nullopt;
   return failure_of(start_ - 1);
 }
 
-NodeFailure NodeGroup::fail(const NodeFailure& f) {
-  NodeFailure recorded = decode(client_->compare_set(key(start_, "failed"), "", encode(f)));
+StartFailure NodeGroup::fail(const StartFailure& f) {
+  StartFailure recorded = decode(client_->compare_set(key(start_, "failed"), "", encode(f)));
   if (recorded.failed_at_ms == 0) recorded.failed_at_ms = f.failed_at_ms;
   return recorded;
 }
 
 bool NodeGroup::finish(const std::function<bool()>& interrupted) {
-  client_->set(key(start_, "done/" + std::to_string(node_)), "1");
-  std::vector<std::string> done;
-  for (int n = 0; n < nnodes_; ++n) done.push_back(key(start_, "done/" + std::to_string(n)));
+  const std::vector<std::string> done = node_keys("done");
+  client_->set(done[node_], "1");
   const auto deadline = Clock::now() + rendezvous_timeout_;
   while (!client_->wait(done, Ms(100))) {
     if (client_->check({key(start_, "failed")}) || interrupted()) return false;
     if (Clock::now() >= deadline) {
-      std::vector<int> missing;
-      for (int n = 0; n < nnodes_; ++n)
-        if (!client_->check({done[n]})) missing.push_back(n);
-      fail(NodeFailure{node_list(missing) + " did not finish within the rendezvous timeout of " +
+      fail(StartFailure{node_list(missing(done)) + " did not finish within the rendezvous timeout of " +
                            seconds(rendezvous_timeout_) + " of node " + std::to_string(node_) + "'s end",
                        false, now_ms()});
       return false;

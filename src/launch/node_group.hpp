@@ -35,18 +35,15 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "launch/start_failure.hpp"
 
 namespace hp::launch {
 
 struct LaunchOptions;
 class StoreClient;
 class StoreServer;
-
-struct NodeFailure {
-  std::string reason;           // "rank 3 failed with signal 9 (SIGKILL)", "node 1's launcher was lost ..."
-  bool restartable = true;      // false: the job ends (a signal to a launcher, a full disk, ...)
-  std::int64_t failed_at_ms = 0;  // when it was seen, ms since the epoch (a lost launcher: when read)
-};
 
 class NodeGroupTimeout : public std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -63,13 +60,13 @@ class NodeGroup {
   int start() const { return start_; }
   static std::string rank_prefix(int start) { return "start/" + std::to_string(start) + "/"; }
 
-  std::optional<NodeFailure> failure();
-  NodeFailure fail(const NodeFailure& f);
+  std::optional<StartFailure> failure();
+  StartFailure fail(const StartFailure& f);
   bool finish(const std::function<bool()>& interrupted);
 
   // The failure that ended the start before `start` (a restarted launcher's
   // ranks say it); nullopt at start 0.
-  std::optional<NodeFailure> previous_failure();
+  std::optional<StartFailure> previous_failure();
 
   // Leaves on purpose (no will fires); node 0 first waits up to `limit` for
   // the other launchers to leave, as they still read the store.
@@ -77,7 +74,11 @@ class NodeGroup {
 
  private:
   std::string key(int start, const std::string& what) const;
-  std::optional<NodeFailure> failure_of(int start);
+  // key(start_, what + "/" + node) of every node.
+  std::vector<std::string> node_keys(const std::string& what) const;
+  // The nodes whose node_keys(...) entry is not set yet.
+  std::vector<int> missing(const std::vector<std::string>& keys);
+  std::optional<StartFailure> failure_of(int start);
 
   const int nnodes_;
   const int node_;

@@ -45,13 +45,13 @@ TEST(NodeGroup, NodesEnterEachStartTogetherAndTheFirstFailureIsTheStarts) {
   EXPECT_EQ(begin_both(zero, one), std::make_pair(0, 0));
   EXPECT_EQ(NodeGroup::rank_prefix(0), "start/0/");
   EXPECT_FALSE(zero.failure());
-  const auto recorded = one.fail(NodeFailure{"rank 3 failed with signal 9 (SIGKILL)", true, 42});
+  const auto recorded = one.fail(StartFailure{"rank 3 failed with signal 9 (SIGKILL)", true, 42});
   EXPECT_EQ(recorded.reason, "rank 3 failed with signal 9 (SIGKILL)");
-  const auto second = zero.fail(NodeFailure{"rank 0 failed with exit code 1", true, 43});
+  const auto second = zero.fail(StartFailure{"rank 0 failed with exit code 1", true, 43});
   EXPECT_EQ(second.reason, recorded.reason) << "the first failure recorded is the start's";
   EXPECT_EQ(second.failed_at_ms, 42);
   EXPECT_EQ(begin_both(zero, one), std::make_pair(1, 1));
-  EXPECT_EQ(zero.previous_failure().value_or(NodeFailure{}).reason, recorded.reason);
+  EXPECT_EQ(zero.previous_failure().value_or(StartFailure{}).reason, recorded.reason);
   EXPECT_FALSE(zero.failure());
   // Both done: the job ends.
   auto done = std::async(std::launch::async, [&] { return one.finish(never); });
