@@ -18,6 +18,7 @@ struct WorkerJob {
   double rank_timeout_s = 20;      // each rank's group timeout (HP_TIMEOUT_S, rank_program.hpp)
   double job_timeout_s = 120;      // the launcher's bound on the whole job
   bool store_file = true;          // false: rank 0 hosts a TCPStore
+  bool shared_memory = true;       // false: messages between the ranks go over Gloo
 };
 
 struct WorkerRun {
@@ -51,6 +52,7 @@ inline WorkerRun run_workers(const WorkerJob& job) {
   o.command.insert(o.command.end(), job.args.begin(), job.args.end());
   o.extra_env = {{"HP_TIMEOUT_S", std::to_string(job.rank_timeout_s)}, {"OMP_NUM_THREADS", "1"}};
   o.store_file = job.store_file;
+  o.shared_memory = job.shared_memory;
   o.shutdown_grace = std::chrono::seconds(2);
   o.job_timeout = std::chrono::milliseconds(static_cast<long>(1000 * job.job_timeout_s));
   WorkerRun r;

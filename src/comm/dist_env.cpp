@@ -89,6 +89,20 @@ DistEnv DistEnv::parse(const std::function<std::optional<std::string>(const std:
     env.launcher_store = true;
     env.launcher_store_prefix = *prefix;
   }
+  if (auto dir = lookup("HYPERPIPE_SHM_DIR")) {
+    if (dir->empty() || (*dir)[0] != '/')
+      throw std::invalid_argument("HYPERPIPE_SHM_DIR=" + *dir + " must be an absolute directory path, or not set");
+    auto local = lookup("LOCAL_WORLD_SIZE");
+    if (!local)
+      throw std::invalid_argument("HYPERPIPE_SHM_DIR is set but LOCAL_WORLD_SIZE is not: the ranks it serves are "
+                                  "RANK - LOCAL_RANK and the LOCAL_WORLD_SIZE - 1 after it");
+    env.local_world_size = parse_int("LOCAL_WORLD_SIZE", *local);
+    if (env.local_world_size <= env.local_rank || env.rank - env.local_rank + env.local_world_size > env.world_size)
+      throw std::invalid_argument("LOCAL_WORLD_SIZE=" + *local + " must exceed LOCAL_RANK=" +
+                                  std::to_string(env.local_rank) + " and fit in WORLD_SIZE=" +
+                                  std::to_string(env.world_size) + " after RANK - LOCAL_RANK");
+    env.shm_dir = *dir;
+  }
   return env;
 }
 
@@ -100,6 +114,7 @@ std::string DistEnv::to_string() const {
      << master_port;
   if (!store_path.empty()) os << " store " << store_path;
   if (launcher_store) os << " store hosted by node 0's launcher";
+  if (!shm_dir.empty()) os << " shared memory " << shm_dir;
   return os.str();
 }
 

@@ -34,6 +34,11 @@ struct DistEnv {
   // (HYPERPIPE_LAUNCHER_STORE); rank 0 hosts nothing.
   bool launcher_store = false;
   std::string launcher_store_prefix;
+  // Non-empty: messages between this host's ranks, RANK - LOCAL_RANK and the
+  // LOCAL_WORLD_SIZE - 1 after it, go through shared memory in this directory
+  // (HYPERPIPE_SHM_DIR, set by hyperpipe's launcher; comm/shm_links.hpp).
+  std::string shm_dir;
+  int local_world_size = 1;
 
   // Rank 0 hosts the store (a TCPStore): it goes when rank 0 goes.
   bool rank0_hosts_store() const { return store_path.empty() && !launcher_store; }
@@ -42,7 +47,8 @@ struct DistEnv {
   static DistEnv single_process();
 
   // Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
-  // process environment (all five are required), HYPERPIPE_STORE_PATH and HYPERPIPE_LAUNCHER_STORE. Throws std::invalid_argument,
+  // process environment (all five are required), HYPERPIPE_STORE_PATH, HYPERPIPE_LAUNCHER_STORE and
+  // HYPERPIPE_SHM_DIR (with LOCAL_WORLD_SIZE). Throws std::invalid_argument,
   // e.g. "RANK=abc is not an integer", "RANK=4 must be in [0, WORLD_SIZE=4)",
   // "MASTER_PORT is not set ...".
   static DistEnv from_environment();

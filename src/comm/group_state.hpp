@@ -22,6 +22,8 @@
 
 namespace hp::comm {
 
+class ShmLinks;
+
 struct Shared {
   DistEnv env;  // a subgroup's: rank and world_size within the group
   // Global rank of each member (what messages name); empty for the job's group.
@@ -33,6 +35,7 @@ struct Shared {
   int store_port = 0;
   c10::intrusive_ptr<c10d::Store> store;  // keeps rank 0's server alive
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  std::shared_ptr<ShmLinks> shm;  // messages with this host's ranks; null: all on Gloo
   std::atomic<std::uint64_t> bytes_sent{0};
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> messages_sent{0};

@@ -6,8 +6,11 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
@@ -17,6 +20,7 @@
 #include "comm/group_state.hpp"
 #include "comm/op_error.hpp"
 #include "comm/rendezvous.hpp"
+#include "comm/shm_links.hpp"
 
 namespace hp::comm {
 namespace {
@@ -148,6 +152,11 @@ ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions&
   rendezvous.finish();
   sh->device = std::move(device);
   sh->gloo_threads = options.gloo_threads;
+  if (!env.shm_dir.empty()) {
+    // Peers read it to tell a rank that is gone from one that is slow.
+    std::ofstream(shm_pid_path(env.shm_dir, env.rank)) << ::getpid() << "\n";
+    sh->shm = std::make_shared<ShmLinks>(env.shm_dir, "job", env.rank - env.local_rank, env.local_world_size);
+  }
 
   auto impl = std::make_unique<Impl>();
   impl->sh = std::move(sh);
@@ -211,6 +220,15 @@ ProcessGroup ProcessGroup::new_group(const std::vector<int>& ranks, const std::s
   } catch (const std::exception& e) {
     throw CommError(who + "connecting " + what + " failed: " + clean_message(e), me, -1, "rendezvous", -1, false);
   }
+  if (parent.shm) {
+    std::string members = list.str();
+    std::replace(members.begin(), members.end(), ',', '.');
+    members.erase(std::remove(members.begin(), members.end(), ' '), members.end());
+    // The rings' file names must stay short: a long member list is hashed (alike on every rank: one binary).
+    if (members.size() > 100) members = std::to_string(std::hash<std::string>{}(members));
+    sh->shm = std::make_shared<ShmLinks>(parent.env.shm_dir, name + "." + members, me - parent.env.local_rank,
+                                         parent.env.local_world_size);
+  }
   auto impl = std::make_unique<Impl>();
   impl->sh = std::move(sh);
   return ProcessGroup(std::move(impl));
@@ -246,6 +264,7 @@ Work ProcessGroup::isend(const at::Tensor& tensor, int dst, int tag, const std::
   if (nbytes == 0) return Work();
   OpInfo info{"send", dst, tag, label};
   auto& sh = impl_->sh;
+  if (sh->shm && sh->shm->reaches(*sh, dst)) return sh->shm->send(sh, std::move(info), std::move(payload));
   std::vector<at::Tensor> list{payload};
   auto w = impl_->post(info, [&] { return sh->gloo->send(list, dst, tag); });
   return Work(std::make_unique<GlooWork>(sh, std::move(w), std::move(info), std::vector<at::Tensor>{payload},
@@ -264,6 +283,8 @@ Work ProcessGroup::irecv(const at::Tensor& tensor, int src, int tag, const std::
   if (!target.is_contiguous()) copy_back = [target, buffer]() mutable { target.copy_(buffer); };
   OpInfo info{"recv", src, tag, label};
   auto& sh = impl_->sh;
+  if (sh->shm && sh->shm->reaches(*sh, src))
+    return sh->shm->recv(sh, std::move(info), std::move(buffer), std::move(copy_back), tensor);
   std::vector<at::Tensor> list{buffer};
   auto w = impl_->post(info, [&] { return sh->gloo->recv(list, src, tag); });
   return Work(std::make_unique<GlooWork>(sh, std::move(w), std::move(info), std::vector<at::Tensor>{buffer, target},

@@ -26,6 +26,7 @@ void SendQueue::push(Work send) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     rethrow_failure();
+    if (send.empty()) return;  // nothing to wait: no need to wake the thread
     queue_.push_back(std::move(send));
   }
   cv_.notify_all();

@@ -66,6 +66,9 @@ class Work {
     if (impl_) impl_->wait();
   }
   bool is_completed() { return !impl_ || impl_->is_completed(); }
+  // An empty handle: complete when posted (no message, or copied in whole to
+  // shared memory), with nothing to wait or keep.
+  bool empty() const { return !impl_; }
   at::Tensor tensor() const { return impl_ ? impl_->tensor() : at::Tensor(); }
 
  private:

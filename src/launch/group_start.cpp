@@ -86,6 +86,8 @@ class GroupStart::Impl {
     const int port = o_.master_port != 0 ? o_.master_port : pick_free_port(o_.master_addr);
     dir_ = std::make_unique<StartDir>();
     if (o_.store_file && !group_) store_path_ = dir_->store_path();  // several nodes meet at node 0's launcher
+    const char* shm = std::getenv("HYPERPIPE_SHM");
+    if (o_.shared_memory && o_.nproc > 1 && !(shm != nullptr && std::string(shm) == "0")) shm_dir_ = dir_->shm_dir();
     ranks_.resize(o_.nproc);
     const auto start = Clock::now();
 
@@ -183,6 +185,7 @@ class GroupStart::Impl {
     env.set("MASTER_ADDR", o_.master_addr);
     env.set("MASTER_PORT", std::to_string(port));
     if (!store_path_.empty()) env.set("HYPERPIPE_STORE_PATH", store_path_);
+    if (!shm_dir_.empty()) env.set("HYPERPIPE_SHM_DIR", shm_dir_);
     env.set(kErrorFileEnv, dir_->error_file(rk.rank));
     if (group_) env.set("HYPERPIPE_LAUNCHER_STORE", NodeGroup::rank_prefix(group_->start()));
     if (relay_progress_) env.set("HYPERPIPE_PROGRESS", "relay");
@@ -434,6 +437,7 @@ class GroupStart::Impl {
   std::vector<Rank> ranks_;
   std::unique_ptr<StartDir> dir_;  // this start's store file and error files
   std::string store_path_;  // HYPERPIPE_STORE_PATH for the ranks; empty: none
+  std::string shm_dir_;     // HYPERPIPE_SHM_DIR for the ranks; empty: none
   std::unique_ptr<Console> console_;  // the default output; null with on_output
   bool relay_progress_ = false;       // ranks relay their progress bars to console_
   bool stopping_ = false;

@@ -104,6 +104,10 @@ struct LaunchOptions {
   bool forward_signals = true;
   // Give the ranks a private store file (HYPERPIPE_STORE_PATH).
   bool store_file = true;
+  // Messages between this node's ranks go through shared memory, a private
+  // directory under /dev/shm (HYPERPIPE_SHM_DIR, comm/shm_links.hpp), not
+  // Gloo; HYPERPIPE_SHM=0 in the launcher's environment also turns it off.
+  bool shared_memory = true;
   int max_restarts = 0;  // restarts of the whole group after a rank fails
   // Several nodes: how long a launcher waits for the others at each start
   // (a launcher killed with -9 may be started again meanwhile) and at the end.

@@ -1,5 +1,9 @@
 #include "launch/start_dir.hpp"
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -8,18 +12,36 @@
 
 namespace hp::launch {
 
+namespace {
+
+std::string make_private_dir(std::string pattern, const std::string& what) {
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot create " + what + " " + pattern + ": " + std::strerror(errno) +
+                             " (set TMPDIR to a writable directory)");
+  return pattern;
+}
+
+}  // namespace
+
 StartDir::StartDir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/hyperpipe-store-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    throw std::runtime_error("cannot create the job's private store directory " + pattern + ": " +
-                             std::strerror(errno) + " (set TMPDIR to a writable directory)");
+  dir_ = make_private_dir(std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/hyperpipe-store-XXXXXX",
+                          "the job's private store directory");
+}
+
+std::string StartDir::shm_dir() {
+  if (shm_dir_.empty()) {
+    struct statfs fs {};
+    const bool memory = ::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC && ::access("/dev/shm", W_OK) == 0;
+    shm_dir_ = memory ? make_private_dir("/dev/shm/hyperpipe-shm-XXXXXX", "the ranks' shared-memory directory")
+                      : make_private_dir(dir_ + "/shm-XXXXXX", "the ranks' shared-memory directory");
   }
-  dir_ = pattern;
+  return shm_dir_;
 }
 
 StartDir::~StartDir() {
   std::error_code ignored;  // nothing to do about a failure at the start's end
+  if (!shm_dir_.empty()) std::filesystem::remove_all(shm_dir_, ignored);
   std::filesystem::remove_all(dir_, ignored);
 }
 

@@ -4,7 +4,9 @@
 // port, so that nothing on the network can reach it) and each rank's error
 // file (TORCHELASTIC_ERROR_FILE, error_file.hpp). Made by mkdtemp under
 // TMPDIR (else /tmp) with mode 0700, so that no other user of the host can
-// open it either.
+// open it either. On request also a private directory for the ranks'
+// shared-memory rings (HYPERPIPE_SHM_DIR), under /dev/shm where it is a
+// writable memory file system, else inside the first.
 //
 // Contract: made before the first rank starts and destroyed after the last
 // one is gone, on the launcher's thread; the destructor removes the directory
@@ -26,9 +28,12 @@ class StartDir {
 
   std::string store_path() const { return dir_ + "/store"; }
   std::string error_file(int rank) const { return dir_ + "/error-" + std::to_string(rank) + ".json"; }
+  // Made on the first call; throws std::runtime_error when it cannot be.
+  std::string shm_dir();
 
  private:
   std::string dir_;
+  std::string shm_dir_;
 };
 
 }  // namespace hp::launch

@@ -360,6 +360,29 @@ void join_last(const DistEnv& env) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
 }
 
+// Two ranks send each other more than a shared-memory ring holds (1 MiB):
+// six messages of 400 KB and one of 3 MiB, all posted before either side
+// waits, then waited in reverse order, so that every message but the last
+// is set aside by the receiver while the sender streams the rest.
+void streamed(ProcessGroup& pg, P2P& p2p) {
+  check(pg.world_size() == 2, "streamed needs 2 ranks");
+  const int peer = 1 - pg.rank();
+  const auto shape = [](int m) { return m == 6 ? std::vector<int64_t>{3 << 17} : std::vector<int64_t>{50 << 10}; };
+  std::vector<at::Tensor> in;
+  std::vector<Work> recvs, sends;
+  for (int m = 0; m < 7; ++m) {
+    in.push_back(at::zeros(shape(m), at::kDouble));
+    recvs.push_back(p2p.irecv(in.back(), peer, MessageKind::Activation, peer, m));
+  }
+  for (int m = 0; m < 7; ++m) sends.push_back(p2p.isend(payload(pg.rank(), m, 1.0, shape(m)), peer, MessageKind::Activation, pg.rank(), m));
+  for (int m = 6; m >= 0; --m) recvs[m].wait();
+  for (int m = 0; m < 7; ++m) check_equal(in[m], payload(peer, m, 1.0, shape(m)), "message " + std::to_string(m));
+  wait_all(sends);
+  const std::uint64_t bytes = (6ull * (50 << 10) + (3 << 17)) * sizeof(double);
+  check(pg.bytes_sent() == bytes, "bytes_sent " + std::to_string(pg.bytes_sent()) + " != " + std::to_string(bytes));
+  check(pg.bytes_received() == bytes, "bytes_received " + std::to_string(pg.bytes_received()));
+}
+
 // The sender sends 12 floats, the receiver expects 10.
 void size_mismatch(ProcessGroup& pg, P2P& p2p) {
   if (pg.rank() == 0) {
@@ -424,6 +447,7 @@ const std::map<std::string, Scenario>& scenarios() {
       {"early_exit_collective", early_exit_collective},
       {"hang", hang},
       {"size_mismatch", size_mismatch},
+      {"streamed", streamed},
       {"mesh", mesh},
       {"subgroup_no_show", subgroup_no_show},
       {"late_master", [](ProcessGroup& pg, P2P&) { pg.barrier(); }},

@@ -77,6 +77,20 @@ TEST(DistEnv, TakesANodeLaunchersStore) {
             "HYPERPIPE_LAUNCHER_STORE and HYPERPIPE_STORE_PATH are both set; a job has one store");
 }
 
+TEST(DistEnv, TakesTheLaunchersSharedMemoryDirectoryForItsNodesRanks) {
+  const DistEnv env = parse(with(with(good(), "HYPERPIPE_SHM_DIR", "/dev/shm/hyperpipe-shm-x"), "LOCAL_WORLD_SIZE", "2"));
+  EXPECT_EQ(env.shm_dir, "/dev/shm/hyperpipe-shm-x");
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(parse(good()).shm_dir, "");
+  EXPECT_EQ(error_of(with(good(), "HYPERPIPE_SHM_DIR", "/dev/shm/x")),
+            "HYPERPIPE_SHM_DIR is set but LOCAL_WORLD_SIZE is not: the ranks it serves are RANK - LOCAL_RANK and the "
+            "LOCAL_WORLD_SIZE - 1 after it");
+  EXPECT_EQ(error_of(with(with(good(), "HYPERPIPE_SHM_DIR", "shm"), "LOCAL_WORLD_SIZE", "2")),
+            "HYPERPIPE_SHM_DIR=shm must be an absolute directory path, or not set");
+  EXPECT_EQ(error_of(with(with(good(), "HYPERPIPE_SHM_DIR", "/dev/shm/x"), "LOCAL_WORLD_SIZE", "3")),
+            "LOCAL_WORLD_SIZE=3 must exceed LOCAL_RANK=0 and fit in WORLD_SIZE=4 after RANK - LOCAL_RANK");
+}
+
 TEST(DistEnv, ReportsNonIntegers) {
   EXPECT_EQ(error_of(with(good(), "RANK", "abc")), "RANK=abc is not an integer");
   EXPECT_EQ(error_of(with(good(), "WORLD_SIZE", "4x")), "WORLD_SIZE=4x is not an integer");

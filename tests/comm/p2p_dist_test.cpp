@@ -23,8 +23,10 @@ namespace {
 // configured timeout, before the launcher stops the job (exit code 124).
 constexpr double kStartupAllowanceS = 30;
 
-WorkerRun run_worker(int nproc, const std::string& scenario, double timeout_s = 20) {
-  return run_workers({"comm_worker", {scenario}, nproc, timeout_s, timeout_s + kStartupAllowanceS});
+// The launcher's ranks on one host exchange messages through shared memory
+// (comm/shm_links.hpp) unless `shared_memory` is false: then over Gloo.
+WorkerRun run_worker(int nproc, const std::string& scenario, double timeout_s = 20, bool shared_memory = true) {
+  return run_workers({"comm_worker", {scenario}, nproc, timeout_s, timeout_s + kStartupAllowanceS, true, shared_memory});
 }
 
 // The job ended by itself, not by the launcher's job timeout: a rank that waits past its own
@@ -39,6 +41,9 @@ void expect_ended_by_itself(const WorkerRun& r) {
 class CommDist : public ::testing::TestWithParam<int> {};
 
 TEST_P(CommDist, RingWithTagsBothDirections) { expect_every_rank_ok(run_worker(GetParam(), "ring"), GetParam(), "ring"); }
+TEST_P(CommDist, RingWithTagsBothDirectionsOverGloo) {
+  expect_every_rank_ok(run_worker(GetParam(), "ring", 20, false), GetParam(), "ring");
+}
 TEST_P(CommDist, BroadcastThenAllReduce) {
   WorkerRun r = run_worker(GetParam(), "broadcast,all_reduce");
   expect_every_rank_ok(r, GetParam(), "broadcast");
@@ -54,6 +59,12 @@ TEST(CommDistP2P, ActivationAndGradientBetweenTheSameTwoRanks) {
 TEST(CommDistP2P, VariableShapesWithMeta) { expect_every_rank_ok(run_worker(3, "meta"), 3, "meta"); }
 
 TEST(CommDistP2P, DtypesAreBitExact) { expect_every_rank_ok(run_worker(2, "dtypes"), 2, "dtypes"); }
+
+TEST(CommDistP2P, MessagesLargerThanASharedMemoryRingStreamThroughIt) {
+  expect_every_rank_ok(run_worker(2, "streamed"), 2, "streamed");
+}
+
+TEST(CommDistP2P, VariableShapesWithMetaOverGloo) { expect_every_rank_ok(run_worker(3, "meta", 20, false), 3, "meta"); }
 
 TEST(CommDistP2P, ClientsWaitForALateStore) {
   WorkerRun r = run_worker(3, "late_master", 10);
@@ -72,9 +83,12 @@ TEST(CommDistMesh, AMemberThatNeverFormsASubgroupIsNamed) {
   expect_ended_by_itself(r);
 }
 
-TEST(CommDistFailure, ADeadPeerIsNamedQuickly) {
+class CommDistFailureBoth : public ::testing::TestWithParam<bool> {};
+
+// Over shared memory, the receiver finds the sender's process gone; over Gloo, its socket closed.
+TEST_P(CommDistFailureBoth, ADeadPeerIsNamedQuickly) {
   const double timeout = 20;
-  WorkerRun r = run_worker(3, "early_exit", timeout);
+  WorkerRun r = run_worker(3, "early_exit", timeout, GetParam());
   EXPECT_NE(r.code, 0) << r.all();
   EXPECT_TRUE(r.has("[rank 2] rank 2: leaving early")) << r.all();
   // A survivor names the action, the dead peer and itself.
@@ -89,6 +103,8 @@ TEST(CommDistFailure, ADeadPeerIsNamedQuickly) {
   EXPECT_FALSE(r.has("timed out after")) << r.all();
   expect_ended_by_itself(r);
 }
+
+INSTANTIATE_TEST_SUITE_P(SharedMemory, CommDistFailureBoth, ::testing::Bool());
 
 TEST(CommDistFailure, ARankThatNeverSendsTimesOut) {
   WorkerRun r = run_worker(2, "hang", 2);
@@ -118,10 +134,19 @@ TEST(CommDistFailure, ARankThatNeverJoinsIsNamed) {
   expect_ended_by_itself(r);
 }
 
-TEST(CommDistFailure, AMessageLargerThanTheBufferStopsTheJob) {
+TEST(CommDistFailure, AMessageLargerThanItsReceiveFailsTheReceive) {
+  WorkerRun r = run_worker(2, "size_mismatch", 5);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_TRUE(r.has("rank 1: FAILED: rank 1: recv Activation(stage 0, micro 0) from rank 0 (tag 0) failed: the message "
+                    "has 48 bytes, the receive expects 40"))
+      << r.all();
+  expect_ended_by_itself(r);
+}
+
+TEST(CommDistFailure, AMessageLargerThanTheBufferStopsTheJobOverGloo) {
   // Gloo cannot report this to the caller: it aborts the receiver from its I/O
   // thread. What must hold is that the job stops quickly and says why.
-  WorkerRun r = run_worker(2, "size_mismatch", 5);
+  WorkerRun r = run_worker(2, "size_mismatch", 5, false);
   EXPECT_NE(r.code, 0) << r.all();
   EXPECT_TRUE(r.has("op.preamble.length <= op.nbytes. 48 vs 40")) << r.all();
   // Usually "rank 1 failed with signal 6 (SIGABRT)"; rank 0's failed barrier
