@@ -90,6 +90,12 @@ double ideal_step(const schedule::ScheduleOptions& layout, const schedule::CostM
 
 std::string row_label(const std::string& schedule, int vpp) { return schedule + " v" + std::to_string(vpp); }
 
+double BenchRow::bubble_in_step() const {
+  const auto busiest = std::max_element(traced.begin(), traced.end(),
+                                        [](const StepBreakdown& a, const StepBreakdown& b) { return a.compute < b.compute; });
+  return busiest == traced.end() ? 0.0 : busiest->step / busiest->compute - 1;
+}
+
 runtime::PipelineOptions row_options(const BenchOptions& o, const std::string& name, int world, const train::Task& task) {
   const int mesh = o.dp * o.tp;
   runtime::PipelineOptions p;
@@ -184,12 +190,10 @@ BenchRow bench_schedule(const BenchOptions& o, const train::Task& task, const st
                                         {no_sync, schedule::simulate(schedule::generate(layout), alone_cm).step_time},
                                         grad_bytes, cm.dp_latency, cm.dp_bw};
   }
-  if (o.overhead) {
-    const StepBreakdown mine = break_down_step(p, micros, group);
-    for (const auto& r : comm::all_gather_rows(
-             group, {mine.step, mine.compute, mine.wait, mine.post, mine.rest, mine.optimizer, mine.actions}))
-      row.overhead.push_back({r[0], r[1], r[2], r[3], r[4], r[5], r[6]});
-  }
+  const StepBreakdown mine = break_down_step(p, micros, group);
+  for (const auto& r : comm::all_gather_rows(
+           group, {mine.step, mine.compute, mine.wait, mine.post, mine.rest, mine.optimizer, mine.actions}))
+    row.traced.push_back({r[0], r[1], r[2], r[3], r[4], r[5], r[6]});
   if (o.profile_ops) row.ops = profile_step_ops(p, micros);
   if (alone) job->barrier();
   row.filled = true;

@@ -38,7 +38,6 @@ struct BenchOptions {
   int steps = 10;         // timed steps per row
   int calibration_reps = 5;
   double layer_forward_ms = 0;  // an emulated layer's forward (the tp link is timed after its share)
-  bool overhead = false;        // break one traced step down on every rank
   bool profile_ops = false;     // profile one step's operators on every rank
 };
 
@@ -74,7 +73,7 @@ struct BenchRow {
   schedule::ScheduleOptions layout;  // as the pipeline ran it
   bool filled = false;               // false on the ranks that did not run it
   double measured_ms = 0, simulated_ms = 0, simulated_bubble = 0;
-  double ideal_ms = 0;                 // the busiest rank's compute: a step with no bubble
+  double ideal_ms = 0;                 // the busiest rank's calibrated compute: a step with no bubble
   std::optional<double> theory_bubble;  // Megatron's or ZB-H1's bubble over the ideal step
   std::vector<double> peak_bytes;       // by pipeline rank
   std::optional<schedule::StageCost> stage0;  // split layouts: stage 0's calibrated b, i, w
@@ -82,12 +81,17 @@ struct BenchRow {
   std::optional<MPipeWork> mpipe_measured, mpipe_simulated;  // rank 0's, MPipe rows
   std::optional<DataParallelRow> data_parallel;
   std::optional<TensorParallelRow> tensor_parallel;
-  std::vector<StepBreakdown> overhead;  // by pipeline rank, with BenchOptions::overhead
+  std::vector<StepBreakdown> traced;    // one traced step, by pipeline rank
   std::vector<train::OpTime> ops;       // this rank's, with BenchOptions::profile_ops
 
   std::string label() const { return row_label(schedule, layout.vpp); }
-  // The measured step beyond the busiest rank's compute, over that compute.
+  // The measured step beyond the busiest rank's calibrated compute, over
+  // that compute: it also counts what a compute action costs in the step
+  // beyond the stage alone (the runtime around it, a busier machine).
   double bubble_over_ideal() const { return measured_ms / ideal_ms - 1; }
+  // The bubble itself: the time the busiest rank does not compute in the
+  // traced step, over the time it does (both measured in that step).
+  double bubble_in_step() const;
 };
 
 // Runs the row `name`: a warm-up step, o.steps timed steps (after each,

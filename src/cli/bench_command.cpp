@@ -84,7 +84,6 @@ bench::BenchOptions bench_options(const BenchArgs& a) {
   o.tp = a.model.tensor_parallel.size;
   o.steps = a.values.bench_steps;
   o.layer_forward_ms = a.model.emulate.forward_ms;
-  o.overhead = a.values.overhead;
   o.profile_ops = a.values.profile_ops > 0;
   return o;
 }

@@ -65,7 +65,7 @@ std::string format_rows(const std::vector<BenchRow>& rows) {
     os << std::left << std::setw(16) << r.label() << std::right << std::fixed << std::setprecision(2) << std::setw(13)
        << m << std::setw(14) << s << std::setw(12) << m / s << std::setw(16) << m / m0 << std::setw(15) << s / s0;
     std::ostringstream bubble;
-    bubble << std::fixed << std::setprecision(1) << 100 * r.bubble_over_ideal() << "%";
+    bubble << std::fixed << std::setprecision(1) << 100 * r.bubble_in_step() << "%";
     if (r.theory_bubble) bubble << " (" << 100 * *r.theory_bubble << "%)";
     os << std::setw(17) << bubble.str() << "  ";
     std::ostringstream peaks;
@@ -118,7 +118,7 @@ std::string format_overhead(const std::vector<BenchRow>& rows) {
        << "wait" << std::setw(10) << "post" << std::setw(10) << "rest" << std::setw(11) << "optimizer" << std::setw(9)
        << "rest %" << std::setw(9) << "actions" << std::setw(11) << "us/action" << "\n";
     int rank = 0;
-    for (const auto& b : r.overhead) {
+    for (const auto& b : r.traced) {
       os << std::setw(8) << rank++;
       for (const double v : {b.step, b.compute, b.wait, b.post, b.rest}) os << std::setw(10) << v;
       os << std::setw(11) << b.optimizer << std::setw(8) << 100.0 * b.rest / b.step << "%" << std::setw(9)
@@ -184,9 +184,9 @@ nlohmann::json row_json(const BenchRow& r) {
   if (r.mpipe_measured)
     mpipe = {{"broadcast", {r.mpipe_measured->broadcast, r.mpipe_simulated->broadcast}},
              {"preprocess_backward", {r.mpipe_measured->preprocess_backward, r.mpipe_simulated->preprocess_backward}}};
-  if (!r.overhead.empty()) {
+  if (!r.traced.empty()) {
     overhead = json::array();
-    for (const auto& b : r.overhead)
+    for (const auto& b : r.traced)
       overhead.push_back({b.step, b.compute, b.wait, b.post, b.rest, b.optimizer, b.actions, b.overhead_us_per_action()});
   }
   return {{"schedule", r.schedule},
@@ -199,6 +199,7 @@ nlohmann::json row_json(const BenchRow& r) {
           {"simulated_bubble", r.simulated_bubble},
           {"ideal_ms", r.ideal_ms},
           {"bubble_over_ideal", r.bubble_over_ideal()},
+          {"bubble_in_step", r.bubble_in_step()},
           {"theory_bubble_over_ideal", r.theory_bubble ? json(*r.theory_bubble) : json(nullptr)},
           {"peak_bytes", r.peak_bytes},
           {"stage0_backward_ms", stage0},

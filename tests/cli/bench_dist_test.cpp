@@ -51,6 +51,11 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
     }
     ASSERT_EQ(row.at("peak_bytes").size(), static_cast<size_t>(ranks[i])) << row.dump();
     ASSERT_EQ(row.at("overhead_ms").size(), static_cast<size_t>(ranks[i])) << row.dump();
+    // The bubble in the traced step: its step over the compute of the rank that computes most.
+    double step_of_busiest = 0, busiest = 0;
+    for (const auto& rank : row.at("overhead_ms"))
+      if (rank.at(1).get<double>() > busiest) busiest = rank.at(1), step_of_busiest = rank.at(0);
+    EXPECT_NEAR(row.at("bubble_in_step").get<double>(), step_of_busiest / busiest - 1, 1e-9) << row.dump();
     for (const auto& rank : row.at("overhead_ms")) {
       const double step = rank.at(0), compute = rank.at(1), wait = rank.at(2), post = rank.at(3), rest = rank.at(4);
       EXPECT_GE(compute, 4 * layers_per_rank[i] * (2 + 4)) << rank.dump();
