@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -153,8 +154,11 @@ ProcessGroup ProcessGroup::create(const DistEnv& env, const ProcessGroupOptions&
   sh->device = std::move(device);
   sh->gloo_threads = options.gloo_threads;
   if (!env.shm_dir.empty()) {
-    // Peers read it to tell a rank that is gone from one that is slow.
-    std::ofstream(shm_pid_path(env.shm_dir, env.rank)) << ::getpid() << "\n";
+    // Peers read it to tell a rank that is gone from one that is slow; renamed
+    // into place, so that nobody reads half a pid.
+    const std::string pid_file = shm_pid_path(env.shm_dir, env.rank);
+    std::ofstream(pid_file + ".new") << ::getpid() << "\n";
+    std::rename((pid_file + ".new").c_str(), pid_file.c_str());
     sh->shm = std::make_shared<ShmLinks>(env.shm_dir, "job", env.rank - env.local_rank, env.local_world_size);
   }
 
