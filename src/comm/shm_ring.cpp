@@ -114,24 +114,29 @@ std::size_t ShmRing::read_some(void* out, std::size_t n) {
   return n;
 }
 
+namespace {
+
 // Sleeping: announce it, look again (the other side publishes, then reads the
 // flag: one of the two sees the other), then sleep unless the word moved.
+template <class Ready>
+bool sleep_until(std::atomic<std::uint32_t>& word, std::atomic<std::uint32_t>& sleeping, Ready ready,
+                 std::chrono::milliseconds slice) {
+  const std::uint32_t seen = word.load();
+  if (ready()) return true;
+  sleeping.store(1);
+  if (!ready()) futex_wait(&word, seen, slice);
+  sleeping.store(0);
+  return ready();
+}
+
+}  // namespace
+
 bool ShmRing::wait_space(std::chrono::milliseconds slice) {
-  const std::uint32_t seen = header_->space_seq.load();
-  if (writable() > 0) return true;
-  header_->producer_sleeping.store(1);
-  if (writable() == 0) futex_wait(&header_->space_seq, seen, slice);
-  header_->producer_sleeping.store(0);
-  return writable() > 0;
+  return sleep_until(header_->space_seq, header_->producer_sleeping, [this] { return writable() > 0; }, slice);
 }
 
 bool ShmRing::wait_data(std::chrono::milliseconds slice) {
-  const std::uint32_t seen = header_->data_seq.load();
-  if (readable() > 0) return true;
-  header_->consumer_sleeping.store(1);
-  if (readable() == 0) futex_wait(&header_->data_seq, seen, slice);
-  header_->consumer_sleeping.store(0);
-  return readable() > 0;
+  return sleep_until(header_->data_seq, header_->consumer_sleeping, [this] { return readable() > 0; }, slice);
 }
 
 }  // namespace hp::comm
