@@ -1,6 +1,7 @@
 #include "launch/start_dir.hpp"
 
 #include <linux/magic.h>
+#include <signal.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 namespace hp::launch {
@@ -21,6 +23,21 @@ std::string make_private_dir(std::string pattern, const std::string& what) {
   return pattern;
 }
 
+constexpr const char* kShmPrefix = "hyperpipe-shm-";
+constexpr const char* kOwnerFile = "/launcher.pid";
+
+// A launcher killed with -9 leaves its rings in memory: the next one on the
+// host removes the directories whose launcher is gone.
+void remove_orphans(const std::string& parent) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    if (entry.path().filename().string().rfind(kShmPrefix, 0) != 0) continue;
+    pid_t owner = 0;
+    std::ifstream(entry.path().string() + kOwnerFile) >> owner;
+    if (owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH) std::filesystem::remove_all(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 StartDir::StartDir() {
@@ -31,10 +48,15 @@ StartDir::StartDir() {
 
 std::string StartDir::shm_dir() {
   if (shm_dir_.empty()) {
+    // A container's /dev/shm may hold 64 MiB: rings of 1 MiB per pair of ranks would fill it.
+    constexpr unsigned long long kEnough = 1ull << 30;
     struct statfs fs {};
-    const bool memory = ::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC && ::access("/dev/shm", W_OK) == 0;
-    shm_dir_ = memory ? make_private_dir("/dev/shm/hyperpipe-shm-XXXXXX", "the ranks' shared-memory directory")
-                      : make_private_dir(dir_ + "/shm-XXXXXX", "the ranks' shared-memory directory");
+    const bool memory = ::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC && ::access("/dev/shm", W_OK) == 0 &&
+                        static_cast<unsigned long long>(fs.f_bavail) * fs.f_bsize >= kEnough;
+    const std::string parent = memory ? "/dev/shm" : dir_;
+    if (memory) remove_orphans(parent);
+    shm_dir_ = make_private_dir(parent + "/" + kShmPrefix + "XXXXXX", "the ranks' shared-memory directory");
+    std::ofstream(shm_dir_ + kOwnerFile) << ::getpid() << "\n";
   }
   return shm_dir_;
 }

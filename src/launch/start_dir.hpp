@@ -6,7 +6,9 @@
 // TMPDIR (else /tmp) with mode 0700, so that no other user of the host can
 // open it either. On request also a private directory for the ranks'
 // shared-memory rings (HYPERPIPE_SHM_DIR), under /dev/shm where it is a
-// writable memory file system, else inside the first.
+// writable memory file system with 1 GiB free, else inside the first; the
+// directories there of launchers that are gone (killed with -9) are removed
+// then.
 //
 // Contract: made before the first rank starts and destroyed after the last
 // one is gone, on the launcher's thread; the destructor removes the directory
