@@ -141,13 +141,13 @@ struct ShmLinks::Out {
     for (;;) {
       cv.wait(lock, [&] { return stop || !queue.empty(); });
       if (stop) return;
-      PendingSend& op = *queue.front();
-      const std::size_t before = op.sent;
-      if (advance(op)) {
+      const std::shared_ptr<PendingSend> op = queue.front();  // its Work may be dropped once it is done
+      const std::size_t before = op->sent;
+      if (advance(*op)) {
         queue.pop_front();
         cv.notify_all();
       }
-      if (op.sent != before) progress = Clock::now();
+      if (op->sent != before) progress = Clock::now();
       if (queue.empty()) continue;
       lock.unlock();
       const bool room = ring->wait_space(kSlice);
