@@ -16,13 +16,7 @@ void GlooWork::wait() {
   bool ok = false;
   std::string message;
   std::optional<detail::WaitNote> note;
-  if (detail::WaitNote::wanted()) {
-    note.emplace([this] {
-      OpInfo noted = info_;
-      noted.peer = global_of(*sh_, noted.peer);
-      return describe(noted) + group_suffix(*sh_);
-    });
-  }
+  if (detail::WaitNote::wanted()) note.emplace([this] { return describe_in(*sh_, info_); });
   try {
     ok = work_->wait(sh_->timeout);
     if (!ok) message = "the operation was aborted";

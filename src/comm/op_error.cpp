@@ -27,11 +27,16 @@ std::string group_suffix(const Shared& sh) {
   return os.str();
 }
 
-CommError make_error(const Shared& sh, OpInfo info, const std::string& transport_message, bool timed_out) {
+std::string describe_in(const Shared& sh, OpInfo info) {
   // Messages name global ranks, as the launcher does.
   info.peer = global_of(sh, info.peer);
+  return describe(info) + group_suffix(sh);
+}
+
+CommError make_error(const Shared& sh, OpInfo info, const std::string& transport_message, bool timed_out) {
   std::ostringstream os;
-  os << "rank " << global_of(sh, sh.env.rank) << ": " << describe(info) << group_suffix(sh);
+  os << "rank " << global_of(sh, sh.env.rank) << ": " << describe_in(sh, info);
+  info.peer = global_of(sh, info.peer);
   if (timed_out) {
     os << " timed out after " << format_duration(sh.timeout) << "; ";
     if (info.peer >= 0) {

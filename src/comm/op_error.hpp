@@ -28,6 +28,10 @@ std::string describe(const OpInfo& info);
 // " of the dp group [1, 3]" for a subgroup, "" for the job's group.
 std::string group_suffix(const Shared& sh);
 
+// describe() with the peer's job-wide rank, then group_suffix(): what the
+// group's errors and the heartbeat's wait notes call the operation.
+std::string describe_in(const Shared& sh, OpInfo info);
+
 // The CommError of info failing with the transport's message, or timing out after the group's timeout.
 CommError make_error(const Shared& sh, OpInfo info, const std::string& transport_message, bool timed_out);
 

@@ -67,19 +67,6 @@ using shm_wire::PendingSend;
 using shm_wire::Peer;
 using shm_wire::Record;
 
-namespace {
-
-// What the heartbeat says this thread waits for.
-NoteText waiting_for(const Shared& sh, OpInfo info) {
-  return [&sh, info] {
-    OpInfo noted = info;
-    noted.peer = global_of(sh, noted.peer);
-    return describe(noted) + group_suffix(sh);
-  };
-}
-
-}  // namespace
-
 std::string shm_pid_path(const std::string& dir, int global_rank) { return dir + "/" + std::to_string(global_rank) + ".pid"; }
 
 // The sending side of one ring: what did not fit at once waits in `queue`,
@@ -231,7 +218,7 @@ class ShmSendWork final : public detail::WorkImpl {
       : sh_(std::move(sh)), out_(std::move(out)), op_(std::move(op)) {}
   void wait() override {
     std::optional<detail::WaitNote> note;
-    if (detail::WaitNote::wanted()) note.emplace(waiting_for(*sh_, op_->info));
+    if (detail::WaitNote::wanted()) note.emplace([this] { return describe_in(*sh_, op_->info); });
     std::unique_lock<std::mutex> lock(out_->mu);
     out_->cv.wait(lock, [&] { return op_->done || op_->error; });
     if (op_->error) std::rethrow_exception(op_->error);
@@ -259,7 +246,7 @@ class ShmRecvWork final : public detail::WorkImpl {
       return;
     }
     std::optional<detail::WaitNote> note;
-    if (detail::WaitNote::wanted()) note.emplace(waiting_for(*sh_, info_));
+    if (detail::WaitNote::wanted()) note.emplace([this] { return describe_in(*sh_, info_); });
     std::unique_lock<std::mutex> lock(in_->mu);
     done_ = true;
     try {
