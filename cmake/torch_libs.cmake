@@ -38,3 +38,5 @@ hp_torch_layer(bench DEPS hp_train TEST_DEPS hp_launch)
 set(HP_TORCH_LIBS hp_bench hp_family hp_infer hp_train hp_model hp_runtime hp_comm hp_data hp_schedule hp_launch CACHE INTERNAL "")
 # The family dist tests start a program that registers a family of its own.
 add_dependencies(family_tests_dist family_worker)
+# The BLAS test starts a worker with each BLAS on its library path.
+add_dependencies(runtime_tests blas_worker)

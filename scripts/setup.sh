@@ -7,6 +7,13 @@ set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config
   libtorch-dev libgloo-dev            # LibTorch 1.13 with c10d; Gloo headers for ProcessGroupGloo.hpp
+  # Debian's LibTorch is built with BLAS_INFO=generic: every matrix product calls
+  # whatever libblas.so.3 the alternatives point at, and libtorch-dev's dependency
+  # is met by libblas3, the netlib reference (5-8x slower steps). OpenBLAS's
+  # OpenMP build, not its pthread one: LibTorch runs its own loops on OpenMP, so
+  # the two share one pool sized by OMP_NUM_THREADS (the launcher's cores/nproc),
+  # where a pthread OpenBLAS would start cores threads per rank and oversubscribe.
+  libopenblas0-openmp
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
   zlib1g-dev                          # crc32 of the checkpoint files
@@ -31,3 +38,24 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present"
 fi
+
+# Installing OpenBLAS registers it as an alternative, but an alternative in
+# auto mode follows priorities (OpenBLAS's pthread build outranks the OpenMP
+# one) and a manual choice sticks: point both at the OpenMP build unless the
+# administrator chose another optimised BLAS by hand.
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+for lib in blas lapack; do
+  name="lib$lib.so.3-$arch"
+  want="/usr/lib/$arch/openblas-openmp/lib$lib.so.3"
+  now=$(update-alternatives --query "$name" 2>/dev/null | sed -n 's/^Value: //p')
+  mode=$(update-alternatives --query "$name" 2>/dev/null | sed -n 's/^Status: //p')
+  [[ "$now" == "$want" ]] && continue
+  if [[ "$mode" == manual && "$now" != "/usr/lib/$arch/$lib/lib$lib.so.3" ]]; then
+    echo "setup: keeping lib$lib.so.3 -> $now (chosen by hand; hyperpipe expects $want)"
+    continue
+  fi
+  echo "setup: pointing lib$lib.so.3 at OpenBLAS (OpenMP) instead of ${now:-nothing}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo update-alternatives --quiet --set "$name" "$want"
+done
