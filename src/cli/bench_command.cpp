@@ -78,7 +78,7 @@ bench::BenchOptions bench_options(const BenchArgs& a) {
   o.schedule.mpipe.overflow = overflow_from_flag(a.values.overflow);
   if (o.schedule.mpipe.overflow == schedule::Overflow::Auto)
     throw std::invalid_argument("--overflow auto is chosen by plan and train; bench takes full or min");
-  o.vpp_given = a.flags.given("--vpp");
+  o.vpp_given = a.flags.given(a.schedule.vpp);
   o.executor = a.executor;
   o.dp = a.values.dp;
   o.tp = a.model.tensor_parallel.size;
@@ -90,14 +90,9 @@ bench::BenchOptions bench_options(const BenchArgs& a) {
 
 // Everything checked before any rank starts.
 void validate(const BenchArgs& a, int world) {
-  if (a.values.bench_steps < 1)
-    throw std::invalid_argument("--steps must be >= 1, got " + std::to_string(a.values.bench_steps));
   if (split(a.values.schedules).empty())
     throw std::invalid_argument("--schedules names no schedule; give one or more, comma-separated (e.g. 1f1b,zb1p,zbv)");
   const int tp = a.model.tensor_parallel.size;
-  if (a.values.dp < 1 || tp < 1)
-    throw std::invalid_argument("--dp and --tp must be >= 1, got " + std::to_string(a.values.dp) + " and " +
-                                std::to_string(tp));
   if (world % (a.values.dp * tp) != 0)
     throw std::invalid_argument("--tp " + std::to_string(tp) + " x --dp " + std::to_string(a.values.dp) +
                                 " does not divide the job's " + std::to_string(world) +
@@ -150,6 +145,7 @@ nlohmann::json check_and_print_advisor(const BenchArgs& a, const std::vector<ben
 
 int bench_rank(const BenchArgs& a, comm::ProcessGroup* pg) {
   runtime::tensor_memory::install();
+  print_blas_line(pg);
   const int rank = pg ? pg->rank() : 0;
   const int world = pg ? pg->world_size() : 1, tp = a.model.tensor_parallel.size, pp = world / (a.values.dp * tp);
   const train::Place at = train::make_place(pg, pp, a.values.dp, tp, 1);
@@ -195,7 +191,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("bench", "Step time of schedules side by side, measured and simulated");
   a->flags = add_schema_options(cmd, kBench, a->roots());
   cmd->callback([a, exit_code] {
-    a->job.nproc_given = a->flags.given("--nproc");
+    a->job.nproc_given = a->flags.given(a->job.nproc);
     a->model.emulate = emulate_from_flag(a->values.emulate_layer_ms, a->model.emulate);
     *exit_code = run_job_reporting(
         "bench", schema_flags(kBench), a->job, [a](int world) { validate(*a, world); },

@@ -65,8 +65,17 @@ int run_hyperpipe(int argc, char** argv) {
   try {
     std::reverse(args.begin(), args.end());  // CLI11 takes argument vectors in reverse order
     app.parse(args);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A bad flag or value is one line, as the commands' own refusals are.
+    std::string who = "hyperpipe";
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (argc > 1 && sub->get_name() == argv[1]) who += " " + sub->get_name();
+    std::cerr << who << ": error: " << e.what() << "\n";
+    return 2;
   }
   return exit_code;
 }

@@ -113,7 +113,7 @@ GenerateJob resolve(const GenerateArgs& a, int world) {
   job.prompts = read_prompts(a, job.model, family.title);
   job.options = a.options;
   job.options.kv_cache = !a.values.no_kv_cache;
-  if (job.model.default_new_tokens > 0 && !a.flags.given("--max-new-tokens"))
+  if (job.model.default_new_tokens > 0 && !a.flags.given(a.options.max_new_tokens))
     job.options.max_new_tokens = job.model.default_new_tokens;
   auto& l = job.layout;
   l.pp = world;
@@ -122,7 +122,6 @@ GenerateJob resolve(const GenerateArgs& a, int world) {
                      : (world == 1 ? schedule::ScheduleKind::NoPipelining : schedule::ScheduleKind::OneFOneB);
   l.micro_batches = static_cast<int>(job.prompts.size());
   l.forward_only = true;
-  if (a.layout.vpp < 1) throw std::invalid_argument("--vpp must be >= 1, got " + std::to_string(a.layout.vpp));
   schedule::check_options(l);
   job.model.check_layout(l);
   for (const auto& p : job.prompts) job.tokens.push_back(p.tokens);
@@ -153,7 +152,7 @@ void add_generate_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("generate", "Decode text from a checkpoint through a forward-only pipeline");
   a->flags = add_schema_options(cmd, kGenerate, a->roots());
   cmd->callback([a, exit_code] {
-    a->job.nproc_given = a->flags.given("--nproc");
+    a->job.nproc_given = a->flags.given(a->job.nproc);
     *exit_code = run_job_reporting(
         "generate", generate_flags(), a->job, [a](int world) { resolve(*a, world); },
         [a](comm::ProcessGroup* pg) { return generate_rank(*a, pg); });

@@ -16,17 +16,10 @@
 #include "launch/error_file.hpp"
 #include "launch/launcher.hpp"
 #include "model/param_init.hpp"
+#include "runtime/blas_library.hpp"
 #include "runtime/tensor_memory.hpp"
 
 namespace hp::cli {
-
-void check_job_options(const JobOptions& o) {
-  if (o.nproc < 1 || o.nproc > 1024)
-    throw std::invalid_argument("--nproc must be a number of local ranks in 1..1024, got " + std::to_string(o.nproc));
-  if (!std::isfinite(o.timeout_s) || o.timeout_s <= 0 || o.timeout_s > 7 * 24 * 3600.0)
-    throw std::invalid_argument("--timeout must be a number of seconds in (0, 604800], got " +
-                                std::to_string(o.timeout_s));
-}
 
 void check_local_ranks_fit(int nproc) {
   // A rank process's own memory before any model (LibTorch, Gloo, threads):
@@ -79,7 +72,6 @@ void check_same_command_on_every_node(comm::ProcessGroup& pg) {
 
 int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
             const std::function<int(comm::ProcessGroup* pg)>& rank_main) {
-  check_job_options(o);
   if (!comm::has_environment()) {
     launch::LaunchOptions lo;
     lo.nproc = o.nproc;
@@ -131,6 +123,15 @@ int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
     heartbeat.report_failure(e.what());
     throw;
   }
+}
+
+void print_blas_line(comm::ProcessGroup* pg) {
+  if (pg && pg->rank() != 0) return;
+  const runtime::BlasLibrary b = runtime::detect_blas();
+  const int threads = at::get_num_threads();
+  std::cout << runtime::blas_line(b) << ", " << threads << (threads == 1 ? " thread" : " threads") << " per rank"
+            << std::endl;
+  if (const std::string w = runtime::blas_warning(b); !w.empty()) std::cerr << w << std::endl;
 }
 
 int run_job_reporting(const std::string& command, const FlagNames& flags, const JobOptions& o,

@@ -29,6 +29,11 @@ void check_local_ranks_fit(int nproc);
 int run_job(const JobOptions& o, const std::function<void(int world)>& validate,
             const std::function<int(comm::ProcessGroup* pg)>& rank_main);
 
+// Rank 0's first line of train and bench: the BLAS the products run on and the
+// OpenMP threads each rank's products and loops share; on the reference BLAS
+// one warning line on stderr names the package to install.
+void print_blas_line(comm::ProcessGroup* pg);
+
 // run_job for a subcommand's callback: any exception becomes one line,
 // "hyperpipe COMMAND: error: ..." with option names turned into the
 // command's flags, and the exit code 2 before any rank started, 1 in a rank.

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -137,25 +138,54 @@ struct OptionRoots {
 using Field = std::variant<std::monostate, int*, std::int64_t*, std::uint64_t*, double*, bool*, std::string*,
                            std::vector<std::string>*>;
 
+// The values an option takes: checked as the command line and --config are
+// parsed (a bad value is one line naming the flag, before anything starts)
+// and printed by --help beside the flag. Lower layers keep their own checks
+// for callers of the C++ API; a command checks nothing by hand that a rule
+// can say.
+struct ValueRule {
+  enum class Kind { Any, OneOf, Range, Custom };
+  Kind kind = Kind::Any;
+  // OneOf: the allowed values, fixed or from a function (schedules and model
+  // families are read from their registries when a value is checked).
+  std::vector<std::string> names;
+  std::vector<std::string> (*names_of)() = nullptr;
+  // Range: [low, high], either end open or absent.
+  double low = 0, high = 0;
+  bool has_low = false, has_high = false, low_open = false, high_open = false;
+  // Custom: "" when the value is good, else what is wrong; its form for --help.
+  std::string (*custom)(const std::string& value) = nullptr;
+  const char* form = "";
+
+  // "" when `value` is allowed, else what is wrong with it ("must be >= 1, got '0'").
+  std::string check(const std::string& value) const;
+  // What --help prints: "{text,csv,json,actions}", ">= 1", "in [0, 1)".
+  std::string describe() const;
+  std::vector<std::string> allowed() const;
+  // This range with an upper end: at_least(0).below(1) is [0, 1).
+  ValueRule at_most(double high) const;
+  ValueRule below(double high) const;
+};
+
+ValueRule one_of(std::vector<std::string> names);
+ValueRule one_of(std::vector<std::string> (*names)());
+ValueRule at_least(double low);      // [low, inf)
+ValueRule greater_than(double low);  // (low, inf)
+ValueRule custom(std::string (*check)(const std::string& value), const char* form);
+
 struct OptionSpec {
   const char* name;  // "train.lr": how lower layers name it
   const char* flag;  // "--lr"
   unsigned commands; // Command bits
   std::string help;
   Field (*field)(const OptionRoots&);
+  ValueRule rule = {};  // the values it takes (default: any its field's type parses)
   // Other names lower layers use for this option in these commands
   // ("schedule.layers" is --layers in train), comma-separated.
   const char* aliases = "";
   bool show_default = true;  // print the field's initial value in --help
   const char* needs = "";    // a flag this one is meaningless without
-  // Checked as the command line is parsed: "" when `value` is good, else
-  // what is wrong with it (printed after the flag).
-  std::string (*check)(const std::string& value) = nullptr;
 };
-
-// Checks for the tables: an integer >= 0, an integer >= 1.
-std::string check_count(const std::string& value);
-std::string check_positive_count(const std::string& value);
 
 // The whole table, in --help order: the layout's options (option_schema.cpp),
 // then, in a build with LibTorch, the model's and the training loop's
@@ -172,11 +202,30 @@ inline constexpr unsigned kRunCommands = kJobCommands | kBench;        // comman
 inline constexpr unsigned kLayoutCommands = kPlan | kRunCommands;      // commands that lay out a schedule
 inline constexpr unsigned kRankCommands = kRunCommands | kGenerate;    // commands that start ranks
 
-// The options a command registered, by flag.
+// The options a command registered, by the address of the field each sets.
+// Not copyable: a copy of the struct holding the fields would hold other
+// addresses, so a command's argument struct that holds its RegisteredFlags
+// cannot be copied either.
 struct RegisteredFlags {
-  std::map<std::string, CLI::Option*> by_flag;
-  // Whether the user gave `flag` (on the command line or in a --config file).
-  bool given(const std::string& flag) const;
+  RegisteredFlags() = default;
+  RegisteredFlags(RegisteredFlags&&) = default;
+  RegisteredFlags& operator=(RegisteredFlags&&) = default;
+  RegisteredFlags(const RegisteredFlags&) = delete;
+  RegisteredFlags& operator=(const RegisteredFlags&) = delete;
+
+  std::map<const void*, std::vector<CLI::Option*>> by_field;
+  // Whether the user gave the option that sets `field` (any of its flags, on
+  // the command line or in a --config file). A field the command registered
+  // no option for is a programming error (std::logic_error).
+  template <typename T>
+  bool given(const T& field) const {
+    static_assert(!std::is_array_v<T> && !std::is_pointer_v<T>,
+                  "given() takes the field an option sets (a.job.nproc), not a flag's spelling");
+    return given_field(static_cast<const void*>(&field));
+  }
+
+ private:
+  bool given_field(const void* field) const;
 };
 
 // The command's options, registered on `cmd` from the schema.

@@ -103,10 +103,8 @@ schedule::Schedule build(PlanArgs& a) {
     }
     return s;
   }
-  if (!schedule::kind_from_name(a.values.schedule, &a.opts.kind))
-    throw std::invalid_argument("--schedule " + a.values.schedule +
-                                ": unknown schedule; allowed: " + schedule::kind_names());
-  apply_mpipe_flags(a.values.mpipe_body, a.values.overflow, a.flags.given("--vpp"), a.opts);
+  schedule::kind_from_name(a.values.schedule, &a.opts.kind);  // the schema allowed only names of kinds
+  apply_mpipe_flags(a.values.mpipe_body, a.values.overflow, a.flags.given(a.opts.vpp), a.opts);
   if (a.opts.mpipe.overflow == schedule::Overflow::Auto && a.opts.kind == schedule::ScheduleKind::MPipe) {
     const schedule::OwnerChoice c = schedule::choose_owners(a.opts, a.costs);
     a.opts.mpipe.owners = c.owners;
@@ -171,7 +169,6 @@ void run_advise(PlanArgs& a) {
 
 void run_plan(PlanArgs& a) {
   if (a.values.advise) return run_advise(a);
-  if (a.values.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(a.values.dp));
   parse_stage_costs(a);
   schedule::Schedule s = build(a);
   for (const auto& [stage, cost] : a.costs.per_stage)

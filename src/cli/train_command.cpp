@@ -65,7 +65,7 @@ std::unique_ptr<train::Task> make_task(const TrainArgs& a, model::DType dtype) {
   o.model.dtype = dtype;
   if (!a.data.tokenizer_model.empty()) {
     const std::int64_t vocab = data::sentencepiece_tokenizer(a.data.tokenizer_model)->vocab_size();
-    if (a.flags.given("--vocab") && a.model.vocab_size != vocab)
+    if (a.flags.given(a.model.vocab_size) && a.model.vocab_size != vocab)
       throw std::invalid_argument("--vocab " + std::to_string(a.model.vocab_size) + " disagrees with --tokenizer-model " +
                                   a.data.tokenizer_model + "'s " + std::to_string(vocab) +
                                   " pieces; drop --vocab (the tokenizer sets it)");
@@ -125,8 +125,9 @@ FlagNames flags_of(const TrainArgs& a, Command c) {
   return schema_flags(c, mesh ? "pp (--nproc / (--tp x --cp x --dp))" : "--nproc");
 }
 
-// Turns the parsed flags into the options and task of a job of `world` ranks.
-TrainJob resolve(const TrainArgs& a, int world) {
+// Turns the parsed flags into the options and task of a job of `world` ranks
+// (verify's in float64 whatever --dtype says).
+TrainJob resolve(const TrainArgs& a, int world, bool in_float64 = false) {
   TrainJob job;
   train::TrainOptions& o = job.options;
   o = a.train;
@@ -134,24 +135,19 @@ TrainJob resolve(const TrainArgs& a, int world) {
   // What the loop prints itself, and the banners, name options as train's flags.
   o.name_options = [flags = flags_of(a, kTrain)](const std::string& m) { return with_flags(m, flags); };
   auto& s = o.pipeline.schedule;
-  if (!schedule::kind_from_name(a.values.schedule, &s.kind))
-    throw std::invalid_argument("--schedule " + a.values.schedule +
-                                ": unknown schedule; allowed: " + schedule::kind_names());
+  schedule::kind_from_name(a.values.schedule, &s.kind);  // the schema allowed only names of kinds
   const int tp = a.model.tensor_parallel.size, cp = a.model.context_parallel.size;
-  if (o.dp < 1) throw std::invalid_argument("--dp must be >= 1, got " + std::to_string(o.dp));
-  if (tp < 1) throw std::invalid_argument("--tp must be >= 1, got " + std::to_string(tp));
-  if (cp < 1) throw std::invalid_argument("--cp must be >= 1, got " + std::to_string(cp));
   if (world % (o.dp * tp * cp) != 0)
     throw std::invalid_argument("--tp " + std::to_string(tp) + " x --cp " + std::to_string(cp) + " x --dp " +
                                 std::to_string(o.dp) + " does not divide the job's " + std::to_string(world) +
                                 " ranks (--nproc): the ranks are tp x cp x dp x pp; give --nproc a multiple of it");
   s.pp = world / (o.dp * tp * cp);
-  apply_mpipe_flags(a.values.mpipe_body, a.values.overflow, a.flags.given("--vpp"), s);
+  apply_mpipe_flags(a.values.mpipe_body, a.values.overflow, a.flags.given(a.train.pipeline.schedule.vpp), s);
   if (s.mpipe.overflow == schedule::Overflow::Auto && s.kind == schedule::ScheduleKind::MPipe)
     choose_train_owners(a, s);
   o.pipeline.executor.variable_seq_len = a.data.variable_seq_len;
-  auto dtype = model::dtype_from_name(a.values.dtype);
-  if (!dtype) throw std::invalid_argument("--dtype " + a.values.dtype + ": allowed: float32, float64");
+  // The schema allowed only dtype_names().
+  const auto dtype = in_float64 ? model::DType::Float64 : model::dtype_from_name(a.values.dtype);
   if (!a.values.fault.empty()) o.fault = fault_from_flag(a.values.fault);
   o.restart = restart_from_environment();
   // A restarted job resumes from the newest checkpoint its --save holds (else
@@ -176,6 +172,7 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const int world = pg ? pg->world_size() : 1;
   const TrainJob job = resolve(a, world);
   const auto& s = job.options.pipeline.schedule;
+  print_blas_line(pg);
   if (!pg || pg->rank() == 0) {
     std::cout << "hyperpipe train: " << a.values.schedule << " pp=" << s.pp << " vpp=" << s.vpp << " mb=" << s.micro_batches;
     if (s.placement() == schedule::Placement::V) std::cout << " placement=v";
@@ -215,10 +212,9 @@ int train_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
 // One step of the job's layout against one process, in double precision
 // (train::verify); rank 0 prints the loss and every gradient's error, the
 // worst first. Exits 1 past the tolerance.
-int verify_rank(TrainArgs a, comm::ProcessGroup* pg) {
+int verify_rank(const TrainArgs& a, comm::ProcessGroup* pg) {
   const double tolerance = a.values.tolerance;
-  a.values.dtype = "float64";
-  const TrainJob job = resolve(a, pg ? pg->world_size() : 1);
+  const TrainJob job = resolve(a, pg ? pg->world_size() : 1, /*in_float64=*/true);
   const train::VerifyReport r = train::verify(job.options, *job.task, pg);
   const bool ok = r.worst() <= tolerance;
   if (!pg || pg->rank() == 0) {
@@ -249,7 +245,7 @@ void add_train_command(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("train", "Train a GPT with pipeline parallelism (default: PP=4 interleaved, embedded corpus)");
   a->flags = add_schema_options(cmd, kTrain, a->roots());
   cmd->callback([a, exit_code] {
-    a->job.nproc_given = a->flags.given("--nproc");
+    a->job.nproc_given = a->flags.given(a->job.nproc);
     a->model.emulate = emulate_from_flag(a->values.emulate_layer_ms, a->model.emulate);
     *exit_code = run_job_reporting(
         "train", flags_of(*a, kTrain), a->job, [a](int world) { resolve(*a, world); },
@@ -264,11 +260,10 @@ void add_verify_command(CLI::App& app, int* exit_code) {
                                  " the loss and every gradient by name");
   a->flags = add_schema_options(cmd, kVerify, a->roots());
   cmd->callback([a, exit_code] {
-    a->job.nproc_given = a->flags.given("--nproc");
+    a->job.nproc_given = a->flags.given(a->job.nproc);
     a->model.emulate = emulate_from_flag(a->values.emulate_layer_ms, a->model.emulate);
-    if (!(a->values.tolerance >= 0)) throw CLI::ValidationError("--tolerance", "must be a number >= 0");
     *exit_code = run_job_reporting(
-        "verify", flags_of(*a, kVerify), a->job, [a](int world) { resolve(*a, world); },
+        "verify", flags_of(*a, kVerify), a->job, [a](int world) { resolve(*a, world, /*in_float64=*/true); },
         [a](comm::ProcessGroup* pg) { return verify_rank(*a, pg); });
   });
 }

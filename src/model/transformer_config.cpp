@@ -23,6 +23,8 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<std::string> dtype_names() { return {"float32", "float64"}; }
+
 namespace {
 
 [[noreturn]] void bad_config(const std::string& msg) { throw std::invalid_argument(msg); }

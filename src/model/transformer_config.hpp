@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hp::comm {
 class ProcessGroup;
@@ -60,6 +61,7 @@ enum class DType : std::uint8_t { Float32, Float64 };
 
 std::string_view dtype_name(DType d);                         // "float32", "float64"
 std::optional<DType> dtype_from_name(std::string_view name);  // also accepts "fp32"/"fp64"
+std::vector<std::string> dtype_names();                        // the names the command line offers
 inline double dtype_bytes(DType d) { return d == DType::Float64 ? 8 : 4; }  // bytes an element
 
 // Contract: after validate() succeeds, every derived quantity below is positive

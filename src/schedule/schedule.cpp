@@ -23,18 +23,29 @@ std::string_view kind_name(ScheduleKind k) {
   return "?";
 }
 
-std::string kind_names() {
-  std::string out;
-  for (auto& [kind, name] : kKinds) out += (out.empty() ? "" : ", ") + std::string(name);
+std::vector<std::string> kind_name_list() {
+  std::vector<std::string> out;
+  for (auto& [kind, name] : kKinds) out.emplace_back(name);
   return out;
 }
 
-std::string mpipe_body_names() {
-  std::string out;
+std::vector<std::string> mpipe_body_name_list() {
+  std::vector<std::string> out;
   for (auto& [kind, name] : kKinds)
-    if (is_mpipe_body(kind)) out += (out.empty() ? "" : ", ") + std::string(name);
+    if (is_mpipe_body(kind)) out.emplace_back(name);
   return out;
 }
+
+namespace {
+std::string comma_joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+}  // namespace
+
+std::string kind_names() { return comma_joined(kind_name_list()); }
+std::string mpipe_body_names() { return comma_joined(mpipe_body_name_list()); }
 
 int default_vpp(const ScheduleOptions& o) {
   const ScheduleKind k = o.kind == ScheduleKind::MPipe ? o.mpipe.body : o.kind;
@@ -67,6 +78,10 @@ const char* overflow_name(Overflow overflow) {
     case Overflow::Auto: return "auto";
   }
   return "?";
+}
+
+std::vector<std::string> overflow_name_list() {
+  return {overflow_name(Overflow::Full), overflow_name(Overflow::Min), overflow_name(Overflow::Auto)};
 }
 
 bool mpipe_inline_on_rank0(const ScheduleOptions& o, int micro) {

@@ -25,8 +25,9 @@ constexpr bool splits_backward(ScheduleKind k) {
 constexpr bool placed_in_v(ScheduleKind k) { return k == ScheduleKind::ZeroBubbleV || k == ScheduleKind::DualPipeV; }
 std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
 bool kind_from_name(std::string_view name, ScheduleKind* out);
-// Every kind's name, comma-separated, for help texts and refusals.
+// Every kind's name, comma-separated, for help texts and refusals; and as a list.
 std::string kind_names();
+std::vector<std::string> kind_name_list();
 
 // Where the stages run. Loop: stage = chunk * pp + rank, so rank r holds
 // r, r + pp, ... (Megatron's and PyTorch's interleaving). V: two chunks per
@@ -132,12 +133,14 @@ struct Schedule {
 // no-pipelining), and those kinds' names, comma-separated.
 constexpr bool is_mpipe_body(ScheduleKind k) { return k != ScheduleKind::MPipe && k != ScheduleKind::NoPipelining; }
 std::string mpipe_body_names();
+std::vector<std::string> mpipe_body_name_list();
 
 // Owner rank of micro m's preprocess forward under MPipe (spec section 2):
 // "full": m % NT; "min": m for m < NT, rank 0 for the overflow; "auto": owners[m].
 int mpipe_owner(const ScheduleOptions& o, int micro);
 // "full", "min", "auto".
 const char* overflow_name(Overflow overflow);
+std::vector<std::string> overflow_name_list();
 
 // Whether rank 0 transposes micro m inline, right before FWD(0, m), rather
 // than in its prefix: min's overflow, and auto's owners of -1.

@@ -26,6 +26,7 @@ TEST(BenchDist, EverySchedulesRowHasItsPeaksAndItsStepBrokenDownPerRank) {
                                  dir + "/b.json",
                              120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("[rank 0] BLAS: ", 0), 0u) << r.output;  // the first line names the BLAS
   EXPECT_NE(r.output.find("where one step went"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("bubble (theory)"), std::string::npos) << r.output;
   std::ifstream in(dir + "/b.json");

@@ -104,7 +104,7 @@ TEST_F(GenerateDist, BadInputIsOneLineBeforeAnyRankStarts) {
   expect_error("--prompt 'The cat' --max-new-tokens 40",
                "--max-new-tokens 40: prompt 1 has 7 tokens and the model holds 32 positions, so at most 25 new tokens fit");
   expect_error("--prompt x --prompts " + prompts_, "give exactly one of --prompt TEXT and --prompts FILE");
-  expect_error("--prompt x --temperature -1", "--temperature must be a finite number >= 0");
+  expect_error("--prompt x --temperature -1", "--temperature: must be >= 0, got '-1'");
   expect_error("--prompt x --nproc 9", "--layers");  // 8 layers cannot fill 9 stages
   expect_error("--image 0", "--image: --load " + dir_ + "/ck holds a language model, which continues text; give "
                "--prompt TEXT or --prompts FILE");

@@ -188,6 +188,86 @@ TEST(OptionSchema, ErrorLinesNameFlags) {
             "--save-interval needs --save DIR");
 }
 
+TEST(OptionSchema, RulesCheckValuesAndSayWhatIsAllowed) {
+  using hp::cli::ValueRule;
+  const ValueRule count = hp::cli::at_least(1);
+  EXPECT_EQ(count.check("1"), "");
+  EXPECT_EQ(count.check("0"), "must be >= 1, got '0'");
+  EXPECT_EQ(count.check("x"), "must be a number >= 1, got 'x'");
+  EXPECT_EQ(count.check("inf"), "must be a number >= 1, got 'inf'");
+  const ValueRule beta = hp::cli::at_least(0).below(1);
+  EXPECT_EQ(beta.describe(), "in [0, 1)");
+  EXPECT_EQ(beta.check("0"), "");
+  EXPECT_EQ(beta.check("0.999"), "");
+  EXPECT_EQ(beta.check("1"), "must be in [0, 1), got '1'");
+  EXPECT_EQ(beta.check("-0.1"), "must be in [0, 1), got '-0.1'");
+  const ValueRule seconds = hp::cli::greater_than(0).at_most(604800);
+  EXPECT_EQ(seconds.describe(), "in (0, 604800]");
+  EXPECT_EQ(seconds.check("604800"), "");
+  EXPECT_EQ(seconds.check("0"), "must be in (0, 604800], got '0'");
+  const ValueRule format = hp::cli::one_of({"text", "csv"});
+  EXPECT_EQ(format.describe(), "{text,csv}");
+  EXPECT_EQ(format.check("csv"), "");
+  EXPECT_EQ(format.check("svg"), "must be one of text, csv, got 'svg'");
+  // A registry's names are read when a value is checked.
+  const ValueRule family = hp::cli::one_of(hp::family::family_names);
+  EXPECT_EQ(family.check("gpt"), "");
+  EXPECT_NE(family.check("llama").find("must be one of gpt"), std::string::npos);
+}
+
+// Each rule refuses a value outside it as the command line is parsed, before
+// any command runs, naming the flag; --help prints it beside the flag.
+TEST(OptionSchema, EveryRuleRefusesABadValueAtParseAndIsShownByHelp) {
+  using Kind = hp::cli::ValueRule::Kind;
+  int refused = 0;
+  for (const auto& o : hp::cli::option_schema()) {
+    std::string bad;
+    switch (o.rule.kind) {
+      case Kind::Any: continue;
+      case Kind::OneOf: bad = "no-such-value"; break;
+      case Kind::Custom: bad = "1,2,3"; break;
+      case Kind::Range: bad = std::to_string(o.rule.low - (o.rule.low_open ? 0 : 1)); break;
+    }
+    for (Command c : kCommands) {
+      if (!(o.commands & c)) continue;
+      App app;
+      const std::string line = std::string(hp::cli::command_name(c)) + (c == hp::cli::kCheckpoint ? " export " : " ") +
+                               o.flag + " " + bad;
+      try {
+        app.app.parse(line);
+        ADD_FAILURE() << line << " was accepted";
+      } catch (const CLI::ValidationError& e) {
+        ++refused;
+        EXPECT_EQ(std::string(e.what()), std::string(o.flag) + ": " + o.rule.check(bad));
+      }
+      const CLI::App* cmd = app.app.get_subcommand(hp::cli::command_name(c));
+      if (c == hp::cli::kCheckpoint) cmd = cmd->get_subcommand("export");
+      const std::string help = cmd->help();
+      EXPECT_NE(help.find(std::string(o.flag) + " "), std::string::npos) << line;
+      EXPECT_NE(help.find(":" + o.rule.describe()), std::string::npos) << line << "\n" << help;
+    }
+  }
+  EXPECT_GT(refused, 100);
+}
+
+// A command neither checks a range nor lists allowed values by hand: the
+// schema's rules do both, and RegisteredFlags::given takes a field, not a
+// flag's spelling (a string does not compile).
+TEST(OptionSchema, CommandsCheckNoValueByHand) {
+  static const std::regex by_hand(R"(^--[a-z0-9-]+ (must be (>=|at least|in |a number)|.*: allowed: ))");
+  int literals = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(HP_SOURCE_DIR) / "src" / "cli")) {
+    if (e.path().extension() != ".cpp" || e.path().filename().string().rfind("option_", 0) == 0) continue;
+    for (const auto& [line, text] : string_literals(read(e.path()))) {
+      ++literals;
+      EXPECT_FALSE(std::regex_search(text, by_hand))
+          << e.path().filename().string() << ":" << line << ": \"" << text << "\" checks a value by hand; give the "
+          << "option a rule in the schema";
+    }
+  }
+  EXPECT_GT(literals, 100);
+}
+
 TEST(OptionSchema, TheDocsShowOnlyFlagsTheirCommandTakes) {
   App app;
   std::vector<fs::path> docs = {fs::path(HP_SOURCE_DIR) / "README.md"};

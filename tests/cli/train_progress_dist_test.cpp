@@ -37,6 +37,9 @@ TEST(TrainDist, OnATerminalTheProgressIsABarRedrawnInPlaceAlsoUnderTheLauncher) 
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
   EXPECT_EQ(piped.output.find('\r'), std::string::npos) << piped.output;
   EXPECT_NE(piped.output.find("[rank 0] step 1/6  loss "), std::string::npos) << piped.output;
+  // The first line names the BLAS the products run on (runtime/blas_library.hpp) and the threads each rank has.
+  EXPECT_EQ(piped.output.rfind("[rank 0] BLAS: ", 0), 0u) << piped.output;
+  EXPECT_NE(piped.output.find(", 1 thread per rank\n"), std::string::npos) << piped.output;
 }
 
 }  // namespace

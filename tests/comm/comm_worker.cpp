@@ -429,6 +429,10 @@ void mesh(ProcessGroup& pg, P2P&) {
 // The last rank forms the job's group but not the subgroup of everybody:
 // the others' new_group names it.
 void subgroup_no_show(ProcessGroup& pg, P2P&) {
+  // Every rank has finished connecting the world's mesh before the last one
+  // leaves: otherwise a slow rank 0 still connecting to it meets a closed
+  // connection instead of the subgroup's timeout.
+  pg.barrier();
   if (pg.rank() == pg.world_size() - 1) return;
   std::vector<int> all(pg.world_size());
   for (int r = 0; r < pg.world_size(); ++r) all[r] = r;

@@ -193,7 +193,7 @@ TEST(MPipeTrain, BadInputFailsWithOneLineBeforeAnyRankStarts) {
                   "--owner-backward needs a trainable preprocess");
   expect_rejected({"--schedule", "mpipe", "--mpipe-body", "gpipe", "--vpp", "2", "--layers", "8"},
                   "--mpipe-body gpipe runs one chunk per rank: use --vpp 1, or --mpipe-body interleaved for --vpp > 1 (got --vpp 2)");
-  expect_rejected({"--schedule", "mpipe", "--mpipe-body", "zigzag"}, "--mpipe-body zigzag: allowed: gpipe, 1f1b, interleaved, zb1p, zbv, dualpipev");
+  expect_rejected({"--schedule", "mpipe", "--mpipe-body", "zigzag"}, "--mpipe-body: must be one of gpipe, 1f1b, interleaved, zb1p, zbv, dualpipev, got 'zigzag'");
 }
 
 // torchrun-style ranks that were given different flags: rank 1 builds a
