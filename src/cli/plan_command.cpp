@@ -176,8 +176,17 @@ void run_plan(PlanArgs& a) {
       throw std::invalid_argument("--stage-cost: stage " + std::to_string(stage) + " is beyond the schedule's " +
                                   std::to_string(s.num_stages()) + " stages (0.." + std::to_string(s.num_stages() - 1) +
                                   ")");
-  if (auto v = schedule::validate(s); !v.ok())
-    throw std::invalid_argument("the schedule is invalid:\n" + v.to_string());
+  if (auto v = schedule::validate(s); !v.ok()) {
+    // The first issue on the error's own line, the others after it.
+    std::string report = v.to_string();
+    while (!report.empty() && report.back() == '\n') report.pop_back();
+    const std::size_t eol = report.find('\n');
+    const std::size_t more = v.issues.size() - 1;
+    throw std::invalid_argument("the schedule is invalid: " + report.substr(0, eol) +
+                                (more ? " (and " + std::to_string(more) + " more issue" + (more > 1 ? "s" : "") +
+                                            " below)" + report.substr(eol)
+                                      : ""));
+  }
   if (a.values.compute_only) s = schedule::filter(s, schedule::is_compute);
 
   const bool need_sim = a.values.simulate || a.values.format == "text" || !a.values.svg.empty() || !a.values.trace.empty();

@@ -6,9 +6,10 @@
 // TMPDIR (else /tmp) with mode 0700, so that no other user of the host can
 // open it either. On request also a private directory for the ranks'
 // shared-memory rings (HYPERPIPE_SHM_DIR), under /dev/shm where it is a
-// writable memory file system with 1 GiB free, else inside the first; the
-// directories there of launchers that are gone (killed with -9) are removed
-// then.
+// writable memory file system with 1 GiB free, else inside the first. Each
+// directory holds its launcher's pid (launcher.pid); making one removes the
+// directories beside it whose launcher is gone (killed with -9), so a killed
+// launcher leaves nothing behind once the next one on the host has run.
 //
 // Contract: made before the first rank starts and destroyed after the last
 // one is gone, on the launcher's thread; the destructor removes the directory
@@ -20,10 +21,17 @@
 
 namespace hp::launch {
 
+// Where a StartDir's directories go (tests point them elsewhere).
+struct StartDirPlaces {
+  std::string tmp;               // the store directory's parent; "": TMPDIR, else /tmp
+  std::string shm = "/dev/shm";  // the rings' parent, when a writable memory file system with:
+  unsigned long long shm_free_needed = 1ull << 30;  // a container's 64 MiB would fill with 1 MiB rings
+};
+
 class StartDir {
  public:
   // Throws std::runtime_error when the directory cannot be created.
-  StartDir();
+  explicit StartDir(StartDirPlaces places = {});
   ~StartDir();
   StartDir(const StartDir&) = delete;
   StartDir& operator=(const StartDir&) = delete;
@@ -34,6 +42,7 @@ class StartDir {
   std::string shm_dir();
 
  private:
+  StartDirPlaces places_;
   std::string dir_;
   std::string shm_dir_;
 };

@@ -44,6 +44,15 @@ TEST(PlanCli, BadInputSaysWhatIsWrongAndWhatIsAllowed) {
   expect_error("plan --from-csv " + dir + "/bad.csv", "1BOGUS");
   run_command("printf '0,0F0,0SEND_F0@1,0B0\\n1,1F0,1B0,1SEND_B0@0\\n' > " + dir + "/unmatched.csv");
   expect_error("plan --from-csv " + dir + "/unmatched.csv", "rank 1");
+  // Rank 0 waits for a gradient before it sends the forward that makes it: the
+  // reason is on the error's first line.
+  run_command("printf '0,0F0,0RECV_B0@1,0B0,0SEND_F0@1\\n1,1RECV_F0@0,1F0,1B0,1SEND_B0@0\\n' > " + dir +
+              "/deadlock.csv");
+  const auto deadlock = run_in_process("plan --from-csv " + dir + "/deadlock.csv");
+  EXPECT_NE(deadlock.exit_code, 0) << deadlock.output;
+  const std::string first = deadlock.output.substr(0, deadlock.output.find('\n'));
+  EXPECT_NE(first.find("the schedule is invalid: rank "), std::string::npos) << deadlock.output;
+  EXPECT_NE(first.find("deadlock"), std::string::npos) << deadlock.output;
 }
 
 // What a bad-input campaign still found (issue 32, part 8): each refused in
