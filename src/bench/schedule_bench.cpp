@@ -9,6 +9,7 @@
 #include "comm/process_group.hpp"
 #include "runtime/tensor_memory.hpp"
 #include "schedule/generate.hpp"
+#include "schedule/schedule_table.hpp"
 #include "schedule/simulate.hpp"
 
 namespace hp::bench {
@@ -52,26 +53,13 @@ TensorParallelRow tensor_parallel_row(const schedule::CostModel& cm, const sched
   return row;
 }
 
-// Megatron's bubble over the ideal step: (PP-1)/MB, and (PP-1)/(v*MB)
-// interleaved; ZB-H1's (PP-1)(F+B-2W) over MB (F+B), stage 0's costs (at v
-// 1: the zero-bubble paper states none for its interleaved form, nor for
-// ZB-V beyond F = I = W); DualPipe's (PP-1)(F&B+B-3W) over 2 MB (F+B), with
-// F&B = F + B on one thread and a forward longer than I adding F - I a rank
-// (tests/schedule/dualpipe_v_test.cpp).
+// The schedule's textbook bubble (its row's: Megatron's, ZB-H1's, DualPipe's)
+// from stage 0's costs; none for MPipe, whose transposed preprocess no
+// formula counts.
 std::optional<double> theory_bubble(const schedule::ScheduleOptions& layout, const schedule::CostModel& cm) {
-  const int mb = layout.micro_batches;
-  const schedule::StageCost c = cm.stage(0);
-  if (layout.kind == schedule::ScheduleKind::ZeroBubble1P) {
-    if (layout.vpp == 1 && layout.pp > 1) return (layout.pp - 1) * (c.f + c.b - 2 * c.weight_backward()) / (mb * (c.f + c.b));
-    return std::nullopt;
-  }
-  if (layout.kind == schedule::ScheduleKind::DualPipeV) {
-    const double longer_forward = std::max(0.0, c.f - c.input_backward());
-    return (layout.pp - 1) * (c.f + 2 * c.b - 3 * c.weight_backward() + longer_forward) / (2 * mb * (c.f + c.b));
-  }
-  if (layout.kind != schedule::ScheduleKind::MPipe && layout.kind != schedule::ScheduleKind::ZeroBubbleV && layout.pp > 1)
-    return static_cast<double>(layout.pp - 1) / (layout.vpp * mb);
-  return std::nullopt;
+  const schedule::ScheduleRow& row = schedule::schedule_row(layout.kind);
+  if (!row.theory_bubble) return std::nullopt;
+  return row.theory_bubble(layout, cm.stage(0));
 }
 
 // The busiest rank's forwards and backwards of every micro-batch.
@@ -108,12 +96,14 @@ runtime::PipelineOptions row_options(const BenchOptions& o, const std::string& n
     throw std::invalid_argument("bench.schedules: unknown schedule '" + name +
                                 "'; allowed: " + schedule::kind_names() + " (mpipe around interleaved), or mpipe/BODY "
                                 "around one of " + schedule::mpipe_body_names() + ", e.g. mpipe/zb1p");
-  const bool chunked = s.kind == schedule::ScheduleKind::Interleaved ||
-                       (s.kind == schedule::ScheduleKind::MPipe && s.mpipe.body == schedule::ScheduleKind::Interleaved);
-  if (s.kind == schedule::ScheduleKind::NoPipelining && mesh > 1)
+  // --vpp applies to the rows (MPipe: the bodies) whose chunks per rank are not fixed.
+  const schedule::ScheduleRow& row =
+      schedule::schedule_row(s.kind == schedule::ScheduleKind::MPipe ? s.mpipe.body : s.kind);
+  const bool chunked = row.min_vpp != row.max_vpp;
+  if (!schedule::schedule_row(s.kind).pipelined && mesh > 1)
     throw std::invalid_argument("bench.schedules no-pipelining runs the model on rank 0 alone: it does not combine with"
                                 " mesh.dp or model.tensor_parallel.size; drop it from bench.schedules");
-  s.pp = s.kind == schedule::ScheduleKind::NoPipelining ? 1 : world / mesh;  // no-pipelining: rank 0 alone
+  s.pp = schedule::schedule_row(s.kind).pipelined ? world / mesh : 1;  // no-pipelining: rank 0 alone
   s.vpp = chunked && o.vpp_given ? o.schedule.vpp : schedule::default_vpp(s);
   p.executor = o.executor;
   runtime::validate_pipeline_options(p);

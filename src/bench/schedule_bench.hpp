@@ -29,8 +29,10 @@ namespace hp::bench {
 // What every row shares.
 struct BenchOptions {
   // Every row's micro-batches, MPipe's T, overflow (full or min) and owner
-  // backward (other schedules ignore those); its vpp applies to the chunked
-  // rows where vpp_given, every other row takes its schedule's default.
+  // backward (other schedules ignore those); where vpp_given its vpp applies
+  // to the rows whose schedule (MPipe: body) runs more than one number of
+  // chunks per rank (interleaved, zb1p), every other row takes its
+  // schedule's default.
   schedule::ScheduleOptions schedule;
   bool vpp_given = false;
   runtime::ExecutorOptions executor;

@@ -33,7 +33,7 @@ namespace {
 struct BenchArgs {
   CommandValues values;
   JobOptions job;
-  schedule::ScheduleOptions schedule;  // every row's --mb, --vpp (chunked rows), MPipe's T and owner backward
+  schedule::ScheduleOptions schedule;  // every row's --mb, --vpp (rows that take any v), MPipe's T and owner backward
   model::TransformerConfig model;      // the GPT, or VL's text body
   model::VisionConfig vision;          // --model vl
   model::HybridConfig hybrid;          // --model hybrid

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include "launch/launcher.hpp"
 #include "schedule/advise.hpp"
 #include "schedule/schedule.hpp"
+#include "schedule/schedule_table.hpp"
 #include "schedule/simulate.hpp"
 
 namespace hp::cli {
@@ -26,6 +28,16 @@ Field no_field(const OptionRoots&) { return std::monostate{}; }
   [](const OptionRoots& r) -> Field { return r.job ? Field(&r.job->member) : Field(&r.launch->member); }
 
 constexpr unsigned kJob = kJobCommands, kLayout = kLayoutCommands, kRanks = kRankCommands;
+
+// --schedule's help: every row of the schedule table, its name and line.
+std::string schedule_help() {
+  std::string help;
+  for (const schedule::ScheduleKind k : schedule::schedule_kinds()) {
+    const schedule::ScheduleRow& row = schedule::schedule_row(k);
+    help += (help.empty() ? "" : "; ") + row.name + ": " + row.help;
+  }
+  return help;
+}
 
 std::vector<OptionSpec> build_schema() {
   return {
@@ -70,8 +82,8 @@ std::vector<OptionSpec> build_schema() {
        HP_FIELD(r.tokenize->vocab_size), at_least(1)},
       {"tokenize.workers", "--workers", kTokenize, "encoding threads (0 = the machine's cores)",
        HP_FIELD(r.tokenize->workers), at_least(0)},
-      {"schedule.kind", "--schedule", kPlan | kJob, "the pipeline schedule", HP_FIELD(r.values->schedule),
-       one_of(schedule::kind_name_list)},
+      {"schedule.kind", "--schedule", kPlan | kJob, schedule_help(), HP_FIELD(r.values->schedule),
+       one_of(schedule::kind_names_and_aliases)},
       {"schedule.pp", "--pp", kPlan, "pipeline ranks", HP_FIELD(r.schedule->pp), at_least(1)},
       {"mesh.dp", "--dp", kLayout,
        "data-parallel replicas of the pipeline: pp = ranks / (tp x cp x dp), a step reads dp x --mb micro-batches "
@@ -315,14 +327,24 @@ const char* command_name(Command c) {
 }
 
 const std::vector<OptionSpec>& option_schema() {
-  static const std::vector<OptionSpec> schema = [] {
+  // Help lines list the schedules and model families: the table is built
+  // again after one was registered. Earlier tables stay, since the commands'
+  // validators point into the table they were registered from.
+  static std::deque<std::vector<OptionSpec>> tables;
+  static std::size_t built_for = 0;
+  std::size_t registered = schedule::schedule_kinds().size();
+#ifdef HYPERPIPE_WITH_TORCH
+  registered += model_registry_size() << 16;
+#endif
+  if (tables.empty() || built_for != registered) {
     std::vector<OptionSpec> all = build_schema();
 #ifdef HYPERPIPE_WITH_TORCH
     for (OptionSpec& o : model_options()) all.push_back(std::move(o));
 #endif
-    return all;
-  }();
-  return schema;
+    tables.push_back(std::move(all));
+    built_for = registered;
+  }
+  return tables.back();
 }
 
 bool RegisteredFlags::given_field(const void* field) const {

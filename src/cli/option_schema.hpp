@@ -192,6 +192,8 @@ struct OptionSpec {
 // (option_schema_model.cpp, model_options()).
 const std::vector<OptionSpec>& option_schema();
 std::vector<OptionSpec> model_options();
+// The model families registered (option_schema_model.cpp): their names are in the table's help.
+std::size_t model_registry_size();
 
 // For the tables: the field an option sets, through the command's roots.
 #define HP_OPTION_FIELD(expr) [](const hp::cli::OptionRoots& r) -> hp::cli::Field { return &(expr); }

@@ -10,6 +10,7 @@
 #include "model/transformer_config.hpp"
 #include "model/vision_config.hpp"
 #include "runtime/executor.hpp"
+#include "schedule/schedule.hpp"
 #include "train/lm_data.hpp"
 #include "train/trainer.hpp"
 #include "train/weights_file.hpp"
@@ -27,13 +28,15 @@ std::string family_help() {
 
 }  // namespace
 
+std::size_t model_registry_size() { return family::family_names().size(); }
+
 std::vector<OptionSpec> model_options() {
 #define HP_FIELD HP_OPTION_FIELD
   constexpr unsigned kJob = kJobCommands, kRun = kRunCommands;
   return {
       {"bench.schedules", "--schedules", kBench,
-       "comma-separated schedules: gpipe, 1f1b, interleaved, no-pipelining, zb1p, zbv, dualpipev, mpipe (around interleaved), "
-       "mpipe/BODY around another body (mpipe/1f1b, mpipe/zb1p, ...)",
+       "comma-separated schedules, --schedule's names (" + schedule::kind_names() +
+           "): mpipe is around interleaved, mpipe/BODY around another body (mpipe/1f1b, mpipe/zb1p, ...)",
        HP_FIELD(r.values->schedules)},
       // the model
       {"model.family", "--model", kRun, family_help(), HP_FIELD(r.values->model), one_of(family::family_names)},

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "schedule/generate.hpp"
+#include "schedule/schedule_table.hpp"
 #include "schedule/validate.hpp"
 
 namespace hp::schedule {
@@ -34,7 +35,8 @@ std::string mpipe_name(const ScheduleOptions& o) {
   const auto& m = o.mpipe;
   std::string n = m.body == ScheduleKind::Interleaved ? "mpipe v=" + std::to_string(o.vpp)
                                                      : "mpipe body=" + std::string(kind_name(m.body));
-  if (m.body == ScheduleKind::ZeroBubble1P) n += " v=" + std::to_string(o.vpp);  // it runs at any v
+  const ScheduleRow& body = schedule_row(m.body);
+  if (m.body != ScheduleKind::Interleaved && body.min_vpp != body.max_vpp) n += " v=" + std::to_string(o.vpp);
   n += " T=" + std::to_string(m.transpose_layers);
   if (o.micro_batches > o.nt()) n += m.overflow == Overflow::Min ? " min" : " full";
   if (m.owner_backward) n += " owner-backward";
@@ -109,26 +111,22 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
     }
     ScheduleOptions o = base;
     o.vpp = v;
-    if (v > 1) {
-      o.kind = ScheduleKind::Interleaved;
+    // Every schedule of the table that runs v chunks per rank, from the v its
+    // row is advised at (1F1B is the baseline above; MPipe goes round each body below).
+    auto runs_at = [v](const ScheduleRow& r) { return v >= r.min_vpp && (r.max_vpp == 0 || v <= r.max_vpp); };
+    for (ScheduleKind k : schedule_kinds()) {
+      const ScheduleRow& r = schedule_row(k);
+      if (k == ScheduleKind::OneFOneB || !r.order || r.advised_from_vpp == 0 || v < r.advised_from_vpp || !runs_at(r))
+        continue;
+      o.kind = k;
       layouts.push_back(o);
     }
-    // Zero bubble: the backward split into I and W (half of B each).
-    o.kind = ScheduleKind::ZeroBubble1P;
-    layouts.push_back(o);
-    if (v == 2)
-      for (ScheduleKind k : {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV}) {
-        o.kind = k;
-        layouts.push_back(o);
-      }
     o.kind = ScheduleKind::MPipe;
-    // One chunk per rank: MPipe also over 1F1B (fewer activations in flight) and GPipe;
-    // around the zero-bubble bodies at every v they run (zbv and dualpipev at 2).
-    std::vector<ScheduleKind> bodies =
-        v == 1 ? std::vector{ScheduleKind::Interleaved, ScheduleKind::OneFOneB, ScheduleKind::GPipe}
-               : std::vector{ScheduleKind::Interleaved};
-    bodies.push_back(ScheduleKind::ZeroBubble1P);
-    if (v == 2) bodies.insert(bodies.end(), {ScheduleKind::ZeroBubbleV, ScheduleKind::DualPipeV});
+    // MPipe around every body that runs v chunks per rank: the spec's
+    // (interleaved) first, then the others in the table's order.
+    std::vector<ScheduleKind> bodies = {MPipeOptions{}.body};
+    for (ScheduleKind k : schedule_kinds())
+      if (k != bodies.front() && schedule_row(k).mpipe_body && runs_at(schedule_row(k))) bodies.push_back(k);
     const int max_t = m.tower_layers > 0 ? m.tower_layers : m.layers / (v * pp) - 1;  // stage 0 keeps a body layer
     for (int t = 0; t <= max_t; ++t) {
       o.mpipe.transpose_layers = t;
@@ -149,10 +147,11 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
   for (const auto& o : layouts) {
     Candidate c;
     c.options = o;
-    c.name = o.kind == ScheduleKind::MPipe         ? mpipe_name(o)
-             : o.kind == ScheduleKind::OneFOneB  ? "1f1b"
-             : placed_in_v(o.kind)               ? std::string(kind_name(o.kind))
-                                                   : std::string(kind_name(o.kind)) + " v=" + std::to_string(o.vpp);
+    // A schedule of one fixed v is named alone, the others with their v.
+    const ScheduleRow& row = schedule_row(o.kind);
+    c.name = o.kind == ScheduleKind::MPipe           ? mpipe_name(o)
+             : row.min_vpp == row.max_vpp              ? row.name
+                                                       : row.name + " v=" + std::to_string(o.vpp);
     Schedule s;
     try {
       s = generate(o);

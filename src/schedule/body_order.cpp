@@ -8,15 +8,15 @@
 namespace hp::schedule {
 namespace {
 
-using Order = std::vector<std::vector<Action>>;
-
 Action fwd(int stage, int micro) { return Action{ActionType::FWD, stage, micro, -1}; }
 Action bwd(int stage, int micro) { return Action{ActionType::BWD, stage, micro, -1}; }
 Action bwd_input(int stage, int micro) { return Action{ActionType::BWD_I, stage, micro, -1}; }
 Action bwd_weight(int stage, int micro) { return Action{ActionType::BWD_W, stage, micro, -1}; }
 
-Order no_pipelining(const ScheduleOptions& o) {
-  Order out(1);
+}  // namespace
+
+ComputeOrder no_pipelining_order(const ScheduleOptions& o) {
+  ComputeOrder out(1);
   out[0].reserve(2 * static_cast<size_t>(o.micro_batches));
   for (int m = 0; m < o.micro_batches; ++m) {
     out[0].push_back(fwd(0, m));
@@ -25,8 +25,8 @@ Order no_pipelining(const ScheduleOptions& o) {
   return out;
 }
 
-Order gpipe(const ScheduleOptions& o) {
-  Order out(o.pp);
+ComputeOrder gpipe_order(const ScheduleOptions& o) {
+  ComputeOrder out(o.pp);
   for (int r = 0; r < o.pp; ++r) {
     out[r].reserve(2 * static_cast<size_t>(o.micro_batches));
     for (int m = 0; m < o.micro_batches; ++m) out[r].push_back(fwd(r, m));
@@ -35,9 +35,9 @@ Order gpipe(const ScheduleOptions& o) {
   return out;
 }
 
-Order one_f_one_b(const ScheduleOptions& o) {
+ComputeOrder one_f_one_b_order(const ScheduleOptions& o) {
   const int mb = o.micro_batches;
-  Order out(o.pp);
+  ComputeOrder out(o.pp);
   for (int r = 0; r < o.pp; ++r) {
     const int warmup = std::min(o.pp - r - 1, mb);
     auto& ops = out[r];
@@ -54,12 +54,12 @@ Order one_f_one_b(const ScheduleOptions& o) {
 
 // Every rank walks the same table; backward op k runs table entry k with the
 // chunk order reversed, so the last chunk's gradient flows back first.
-Order interleaved(const ScheduleOptions& o) {
+ComputeOrder interleaved_order(const ScheduleOptions& o) {
   const int v = o.vpp;
   const std::vector<MicroChunk> table =
       interleaved_table(o.micro_batches, v, o.effective_group_size());
   const int total = static_cast<int>(table.size());
-  Order out(o.pp);
+  ComputeOrder out(o.pp);
   for (int r = 0; r < o.pp; ++r) {
     auto f = [&](int k) { return fwd(table[k].chunk * o.pp + r, table[k].micro); };
     auto b = [&](int k) { return bwd((v - 1 - table[k].chunk) * o.pp + r, table[k].micro); };
@@ -85,11 +85,11 @@ Order interleaved(const ScheduleOptions& o) {
 // bubble. Where PyTorch accepts the layout (MB a multiple of its rounds,
 // max(1, MB / PP)) G is its micro-batches per round and the orders are
 // PyTorch's, rank by rank; the table's groups also take the MB it refuses.
-Order zero_bubble_1p(const ScheduleOptions& o) {
+ComputeOrder zero_bubble_1p_order(const ScheduleOptions& o) {
   const int v = o.vpp, g = o.effective_group_size();
   const std::vector<MicroChunk> table = interleaved_table(o.micro_batches, v, g);
   const int total = static_cast<int>(table.size());
-  Order out(o.pp);
+  ComputeOrder out(o.pp);
   for (int r = 0; r < o.pp; ++r) {
     auto stage_f = [&](int k) { return table[k].chunk * o.pp + r; };
     auto stage_b = [&](int k) { return (v - 1 - table[k].chunk) * o.pp + r; };
@@ -122,9 +122,9 @@ Order zero_bubble_1p(const ScheduleOptions& o) {
 // chunk-0 I's each with the oldest chunk-0 W, then every held-back W, chunk 1's
 // first. PyTorch plans at least 2PP-1 micro-batches and drops the actions of
 // those beyond MB; so does this, which keeps its orders at any MB.
-Order zero_bubble_v(const ScheduleOptions& o) {
+ComputeOrder zero_bubble_v_order(const ScheduleOptions& o) {
   const int pp = o.pp, mb = o.micro_batches, planned = std::max(2 * pp - 1, mb);
-  Order out(pp);
+  ComputeOrder out(pp);
   for (int r = 0; r < pp; ++r) {
     const int s0 = o.stage_of(r, 0), s1 = o.stage_of(r, 1);
     auto& ops = out[r];
@@ -176,9 +176,9 @@ Order zero_bubble_v(const ScheduleOptions& o) {
 // backward, whole in the first half and split into I from its middle on,
 // then PP-1-r rounds of a pending W and a chunk-0 backward, then the pending
 // W's, oldest first.
-Order dualpipe_v(const ScheduleOptions& o) {
+ComputeOrder dualpipe_v_order(const ScheduleOptions& o) {
   const int pp = o.pp, mb = o.micro_batches;
-  Order out(pp);
+  ComputeOrder out(pp);
   for (int r = 0; r < pp; ++r) {
     const int st[2] = {o.stage_of(r, 0), o.stage_of(r, 1)};
     int next_f[2] = {0, 0}, next_b[2] = {0, 0};  // per chunk, the next forward's and input backward's micro
@@ -226,8 +226,6 @@ Order dualpipe_v(const ScheduleOptions& o) {
   return out;
 }
 
-}  // namespace
-
 std::vector<MicroChunk> interleaved_table(int micro_batches, int vpp, int group) {
   std::vector<MicroChunk> table;
   table.reserve(static_cast<size_t>(micro_batches) * vpp);
@@ -246,29 +244,20 @@ int interleaved_warmup(const ScheduleOptions& o, int rank) {
 
 namespace {
 
-Order training_order(const ScheduleOptions& o) {
-  switch (o.kind) {
-    case ScheduleKind::NoPipelining: return no_pipelining(o);
-    case ScheduleKind::GPipe: return gpipe(o);
-    case ScheduleKind::OneFOneB: return one_f_one_b(o);
-    case ScheduleKind::Interleaved: return interleaved(o);
-    case ScheduleKind::ZeroBubble1P: return zero_bubble_1p(o);
-    case ScheduleKind::ZeroBubbleV: return zero_bubble_v(o);
-    case ScheduleKind::DualPipeV: return dualpipe_v(o);
-    case ScheduleKind::MPipe: {
-      ScheduleOptions body = o;
-      body.kind = o.mpipe.body;
-      return training_order(body);
-    }
+ComputeOrder training_order(const ScheduleOptions& o) {
+  if (o.kind == ScheduleKind::MPipe) {
+    ScheduleOptions body = o;
+    body.kind = o.mpipe.body;
+    return training_order(body);
   }
-  return {};
+  return schedule_row(o.kind).order(o);
 }
 
 }  // namespace
 
 std::vector<std::vector<Action>> body_compute_order(const ScheduleOptions& o) {
   check_options(o);
-  Order order = training_order(o);
+  ComputeOrder order = training_order(o);
   // Forward-only keeps each rank's forwards in the training order: the
   // interleaved table still decides which chunk runs next.
   if (o.forward_only)

@@ -1,11 +1,12 @@
-// The compute order of the body pipeline (no-pipelining, GPipe, 1F1B,
-// interleaved 1F1B): building blocks of body_compute_order (generate.hpp).
-// Pure functions; thread-compatible.
+// The compute orders of the built-in schedules (their rows hold them:
+// schedule_table.hpp) and their building blocks. Pure functions;
+// thread-compatible.
 #pragma once
 
 #include <vector>
 
 #include "schedule/schedule.hpp"
+#include "schedule/schedule_table.hpp"
 
 namespace hp::schedule {
 
@@ -27,5 +28,14 @@ std::vector<MicroChunk> interleaved_table(int micro_batches, int vpp, int group)
 // Forwards rank `rank` runs before its first backward under interleaved 1F1B:
 // min((v-1)*G + 2*(PP-1-rank), v*MB).
 int interleaved_warmup(const ScheduleOptions& o, int rank);
+
+// Each rank's compute actions under the built-in schedules.
+ComputeOrder no_pipelining_order(const ScheduleOptions& o);
+ComputeOrder gpipe_order(const ScheduleOptions& o);
+ComputeOrder one_f_one_b_order(const ScheduleOptions& o);
+ComputeOrder interleaved_order(const ScheduleOptions& o);
+ComputeOrder zero_bubble_1p_order(const ScheduleOptions& o);
+ComputeOrder zero_bubble_v_order(const ScheduleOptions& o);
+ComputeOrder dualpipe_v_order(const ScheduleOptions& o);
 
 }  // namespace hp::schedule

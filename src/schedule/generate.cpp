@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "schedule/schedule_table.hpp"
+
 namespace hp::schedule {
 namespace {
 
@@ -95,36 +97,21 @@ void check_options(const ScheduleOptions& o) {
   if (o.group_size < 0)
     reject("schedule.group_size must be >= 1 (or 0 for the default, schedule.pp), got " + str(o.group_size));
   if (o.layers < 0) reject("schedule.layers must be >= 0 (0 = not given), got " + str(o.layers));
-  switch (o.kind) {
-    case ScheduleKind::NoPipelining:
-      if (o.pp != 1 || o.vpp != 1)
-        reject("no-pipelining runs one stage: use schedule.pp 1 schedule.vpp 1 (got schedule.pp " + str(o.pp) +
-               " schedule.vpp " + str(o.vpp) + ")");
-      break;
-    case ScheduleKind::GPipe:
-    case ScheduleKind::OneFOneB:
-      if (o.vpp != 1)
-        reject("schedule.kind " + std::string(kind_name(o.kind)) +
-               " runs one chunk per rank: use schedule.vpp 1, or schedule.kind interleaved for schedule.vpp > 1 (got schedule.vpp " +
-               str(o.vpp) + ")");
-      break;
-    case ScheduleKind::Interleaved:
-    case ScheduleKind::ZeroBubble1P:
-    case ScheduleKind::MPipe: check_group_size(o); break;
-    case ScheduleKind::ZeroBubbleV:
-    case ScheduleKind::DualPipeV:
-      if (o.vpp != 2)
-        reject("schedule.kind " + std::string(kind_name(o.kind)) +
-               " runs two chunks per rank in V placement (rank r holds stages r and 2 x schedule.pp - 1 - r):"
-               " use schedule.vpp 2 (got schedule.vpp " + str(o.vpp) + ")");
-      // PyTorch's and DeepSeek's DualPipeV need every stage busy in the
-      // steady phase: rank 0 warms up 2 PP deep before its first pair.
-      if (o.kind == ScheduleKind::DualPipeV && o.micro_batches < 2 * o.pp)
-        reject("schedule.kind dualpipev needs schedule.micro_batches >= 2 x schedule.pp = " + str(2 * o.pp) +
-               " (one per stage; got schedule.micro_batches " + str(o.micro_batches) +
-               "); use more micro-batches, or schedule.kind zbv, which takes any");
-      break;
-  }
+  // The schedule's row: its vpp rule, its group size, its own refusals.
+  const ScheduleRow& row = schedule_row(o.kind);
+  const std::string kind = "schedule.kind " + row.name;
+  if (row.max_vpp == 1 && o.vpp != 1 && row.pipelined)
+    reject(kind + " runs one chunk per rank: use schedule.vpp 1, or schedule.kind interleaved for schedule.vpp > 1 "
+           "(got schedule.vpp " + str(o.vpp) + ")");
+  if (row.placement == Placement::V && o.vpp != 2)
+    reject(kind + " runs two chunks per rank in V placement (rank r holds stages r and 2 x schedule.pp - 1 - r):"
+           " use schedule.vpp 2 (got schedule.vpp " + str(o.vpp) + ")");
+  if (row.refuse)
+    if (const std::string why = row.refuse(o); !why.empty()) reject(why);
+  if (o.vpp < row.min_vpp || (row.max_vpp > 0 && o.vpp > row.max_vpp))
+    reject(kind + " runs schedule.vpp in [" + str(row.min_vpp) + ", " +
+           (row.max_vpp > 0 ? str(row.max_vpp) : std::string("any")) + "], got schedule.vpp " + str(o.vpp));
+  if (row.grouped) check_group_size(o);
   if (o.layers > 0 && o.layers < o.num_stages())
     reject("schedule.layers must be >= schedule.pp * schedule.vpp = " + str(o.num_stages()) +
            " so every chunk holds a layer, got " + str(o.layers));

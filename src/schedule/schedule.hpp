@@ -4,30 +4,33 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedule/action.hpp"
 
 namespace hp::schedule {
 
-// ZeroBubble1P: ZB-H1 at v 1, PyTorch's ScheduleInterleavedZeroBubble at any
-// v; ZeroBubbleV: PyTorch's ScheduleZBVZeroBubble, two chunks per rank in V
+// The built-in schedules (their rows: schedule_table.hpp). ZeroBubble1P:
+// ZB-H1 at v 1, PyTorch's ScheduleInterleavedZeroBubble at any v;
+// ZeroBubbleV: PyTorch's ScheduleZBVZeroBubble, two chunks per rank in V
 // placement; DualPipeV: PyTorch's ScheduleDualPipeV (DeepSeek's DualPipeV),
 // V placement, MB >= 2 PP, overlapped F&B pairs in its steady phase. All
 // three split the backward into BWD_I and BWD_W (action.hpp), DualPipeV only
-// in its warm-up and cool-down.
-enum class ScheduleKind { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe, ZeroBubble1P, ZeroBubbleV, DualPipeV };
-// Whether the schedule runs backwards as BWD_I then BWD_W (zb1p, zbv, dualpipev).
-constexpr bool splits_backward(ScheduleKind k) {
-  return k == ScheduleKind::ZeroBubble1P || k == ScheduleKind::ZeroBubbleV || k == ScheduleKind::DualPipeV;
-}
-// Whether the schedule places its two chunks per rank in V (zbv, dualpipev).
-constexpr bool placed_in_v(ScheduleKind k) { return k == ScheduleKind::ZeroBubbleV || k == ScheduleKind::DualPipeV; }
+// in its warm-up and cool-down. A schedule a program registers gets the next
+// integer as its kind (register_schedule).
+enum class ScheduleKind : int { NoPipelining, GPipe, OneFOneB, Interleaved, MPipe, ZeroBubble1P, ZeroBubbleV, DualPipeV };
+
+// What the schedule table says of a kind (schedule_table.hpp):
+bool splits_backward(ScheduleKind k);        // runs backwards as BWD_I then BWD_W
+bool placed_in_v(ScheduleKind k);            // two chunks per rank in V placement
 std::string_view kind_name(ScheduleKind k);  // "no-pipelining", "gpipe", "1f1b", ...
+// The one name parser: a row's name or one of its aliases.
 bool kind_from_name(std::string_view name, ScheduleKind* out);
 // Every kind's name, comma-separated, for help texts and refusals; and as a list.
 std::string kind_names();
 std::vector<std::string> kind_name_list();
+std::vector<std::string> kind_names_and_aliases();  // every value kind_from_name takes
 
 // Where the stages run. Loop: stage = chunk * pp + rank, so rank r holds
 // r, r + pp, ... (Megatron's and PyTorch's interleaving). V: two chunks per
@@ -114,9 +117,9 @@ struct ScheduleOptions {
   int nt() const { return pp < micro_batches ? pp : micro_batches; }
 };
 
-// The chunks per rank a schedule runs when the user names none: 2 for
-// interleaved 1F1B, zbv, dualpipev and MPipe over them; 1 for every other
-// schedule and body.
+// The chunks per rank a schedule runs when the user names none (its row's,
+// its body's under MPipe): 2 for interleaved 1F1B, zbv, dualpipev and MPipe
+// over them; 1 for every other built-in schedule and body.
 int default_vpp(const ScheduleOptions& o);
 
 struct Schedule {
@@ -129,9 +132,9 @@ struct Schedule {
   int stage_chunk(int stage) const { return options.chunk_of(stage); }
 };
 
-// Whether MPipe transposes around the kind (every kind but MPipe and
-// no-pipelining), and those kinds' names, comma-separated.
-constexpr bool is_mpipe_body(ScheduleKind k) { return k != ScheduleKind::MPipe && k != ScheduleKind::NoPipelining; }
+// Whether MPipe transposes around the kind (its row's mpipe_body), and those
+// kinds' names, comma-separated.
+bool is_mpipe_body(ScheduleKind k);
 std::string mpipe_body_names();
 std::vector<std::string> mpipe_body_name_list();
 
