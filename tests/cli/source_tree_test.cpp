@@ -31,4 +31,20 @@ TEST(SourceTree, EveryFileIsUnderFiveHundredLinesAndEveryHeaderOpensWithAComment
   EXPECT_GT(files, 200);
 }
 
+// The tests mirror src/, one file per concept, and stay as small.
+TEST(SourceTree, EveryTestFileIsUnderFiveHundredLines) {
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(HP_SOURCE_DIR) / "tests")) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".cpp" && ext != ".hpp") continue;
+    ++files;
+    std::ifstream in(e.path());
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    EXPECT_LT(lines, 500) << fs::relative(e.path(), HP_SOURCE_DIR).string() << " has " << lines
+                          << " lines: split it by concept";
+  }
+  EXPECT_GT(files, 100);
+}
+
 }  // namespace

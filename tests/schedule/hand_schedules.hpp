@@ -10,6 +10,7 @@
 
 #include "schedule/generate.hpp"
 #include "schedule/schedule.hpp"
+#include "schedule/simulate.hpp"
 
 namespace hp::schedule::testing {
 
@@ -47,6 +48,14 @@ inline ScheduleOptions layout(ScheduleKind kind, int pp, int vpp, int mb) {
   o.vpp = vpp;
   o.micro_batches = mb;
   return o;
+}
+
+// Every stage F forward and B backward (the split halves by default).
+inline CostModel uniform(double f, double b) {
+  CostModel c;
+  c.f = f;
+  c.b = b;
+  return c;
 }
 
 // A schedule from one line of action tokens per rank.
