@@ -5,6 +5,7 @@
 #include <regex>
 
 #include <fstream>
+#include <iterator>
 #include <unistd.h>
 
 #include "in_process.hpp"
@@ -178,10 +179,34 @@ TEST(PlanCli, WritesSvgAndTrace) {
   const auto r = run_command(hyperpipe() + " plan --schedule mpipe --pp 4 --vpp 1 --mb 4 --layers 8 --svg " + dir +
                              "/t.svg --trace " + dir + "/t.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(run_command("head -c 200 " + dir + "/t.svg").output.find("<svg"), std::string::npos);
-  std::ifstream trace(dir + "/t.json");
-  const auto j = nlohmann::json::parse(trace);
-  EXPECT_FALSE(j.at("traceEvents").empty());
+  // Every action of the schedule is an event of the trace, each compute a
+  // span with a duration, drawn as one box of the timeline, rank by rank.
+  const auto plan = run_command(hyperpipe() + " plan --schedule mpipe --pp 4 --vpp 1 --mb 4 --layers 8 --format json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const auto planned = nlohmann::json::parse(plan.output);
+  std::size_t actions = 0;
+  for (const auto& rank : planned.at("ranks")) actions += rank.size();
+  std::ifstream trace_file(dir + "/t.json");
+  const auto trace = nlohmann::json::parse(trace_file);
+  std::size_t events = 0, spans = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M") continue;
+    ++events;
+    if (e.at("ph") == "X") {
+      ++spans;
+      EXPECT_GT(e.at("dur").get<double>(), 0) << e;
+    }
+  }
+  EXPECT_EQ(events, actions);
+  EXPECT_GE(spans, 4u * 4 * 2);  // at least each rank's forwards and backwards
+  std::ifstream svg_file(dir + "/t.svg");
+  const std::string svg((std::istreambuf_iterator<char>(svg_file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 200);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  const std::string box = "<rect class=\"action\"";
+  std::size_t boxes = 0;
+  for (auto at = svg.find(box); at != std::string::npos; at = svg.find(box, at + 1)) ++boxes;
+  EXPECT_EQ(boxes, spans);
 }
 
 TEST(PlanCli, TomlConfigUsesTheFlagNamesAndFlagsOverrideIt) {

@@ -74,10 +74,20 @@ TEST(Pipeline, RejectsBadLayoutsBeforeRunning) {
   s.vpp = 8;  // 8 stages for 4 layers
   model::GPTStagesOptions g;
   g.config = tiny_config(false);
-  EXPECT_THROW(model::build_gpt_stages(g, s, 0), std::invalid_argument);
+  auto refusal = [&] {
+    try {
+      model::build_gpt_stages(g, s, 0);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("built");
+  };
+  EXPECT_EQ(refusal(), "model.num_layers 4 cannot be split over 8 stages (schedule.pp 1 x schedule.vpp 8): give at "
+                       "least 8 layers or per-stage counts (model.layers_per_stage)");
   s.vpp = 1;
   g.config.num_attention_heads = 3;
-  EXPECT_THROW(model::build_gpt_stages(g, s, 0), std::invalid_argument);
+  EXPECT_EQ(refusal(), "model.num_attention_heads 3 must divide model.hidden_size 16 (each head gets hidden / heads "
+                       "channels)");
 }
 
 }  // namespace

@@ -191,9 +191,17 @@ TEST(RenderGrid, NothingToDraw) {
 TEST(RenderGrid, ReportMustMatchSchedule) {
   Fixture f = one_f_one_b();
   f.report.ranks.pop_back();
-  EXPECT_THROW(render_text_grid(f.schedule, f.report), std::invalid_argument);
-  EXPECT_THROW(render_svg(f.schedule, f.report), std::invalid_argument);
-  EXPECT_THROW(render_chrome_trace(f.schedule, f.report), std::invalid_argument);
+  const std::string why = "simulation report has " + std::to_string(f.report.ranks.size()) +
+                          " rank timelines but the schedule has " + std::to_string(f.schedule.ranks.size()) +
+                          " ranks; render the report of this schedule";
+  for (const auto& render : {render_text_grid, render_svg, render_chrome_trace}) {
+    try {
+      render(f.schedule, f.report);
+      ADD_FAILURE() << "a report of another schedule was rendered";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(e.what(), why);
+    }
+  }
 }
 
 TEST(RenderTrace, TracksSpansAndInstants) {
