@@ -14,10 +14,6 @@
 
 namespace hp::cli {
 
-// --nproc in [1, 1024] and --timeout a number of seconds in (0, 7 days];
-// throws std::invalid_argument naming the flag. run_job checks it first.
-void check_job_options(const JobOptions& o);
-
 // Before starting nproc local ranks: refuses (std::invalid_argument naming
 // --nproc) more than the machine's available memory holds at a rank process's
 // own cost; warns on stderr when they outnumber the cores four times over.
