@@ -14,10 +14,7 @@
 // model run in one process (double precision), and the program fails past 1e-10.
 #include <torch/torch.h>
 
-#include <hyperpipe/comm/dist_env.hpp>
-#include <hyperpipe/comm/process_group.hpp>
-#include <hyperpipe/runtime/module_stage.hpp>
-#include <hyperpipe/runtime/pipeline.hpp>
+#include <hyperpipe/hyperpipe.hpp>
 
 #include <cmath>
 #include <cstdlib>
