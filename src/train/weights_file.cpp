@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
+#include <caffe2/serialize/inline_container.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -137,10 +138,21 @@ NamedParams read_weights(const std::string& path) {
 }
 
 void check_weights_file(const std::string& path) {
-  if (is_zip(path))
-    read_weights(path);  // torch's archive: only its loader checks it
-  else
+  if (!is_zip(path)) {
     read_safetensors_for(path, /*with_data=*/false);
+    return;
+  }
+  // torch's archive: its zip directory and the pickle's record, without
+  // unpickling the tensors, which each rank then reads once.
+  try {
+    caffe2::serialize::PyTorchStreamReader archive(path);
+    if (!archive.hasRecord("data.pkl"))
+      throw std::invalid_argument("train.init_from " + path + ": a zip file without a torch pickle (data.pkl)");
+  } catch (const c10::Error& e) {
+    const std::string why = e.what_without_backtrace();
+    throw std::invalid_argument("train.init_from " + path + ": a zip file that torch cannot load (" +
+                                why.substr(0, why.find('\n')) + ")");
+  }
 }
 
 void init_from_weights(const std::string& path, const NamedParams& params, const runtime::TensorShards& shards,

@@ -43,7 +43,8 @@ ExportReport export_weights(const std::string& checkpoint, const ExportOptions& 
 NamedParams read_weights(const std::string& path);
 
 // Before a job starts: the file opens and is of a known format; a
-// safetensors file's header passes every check, without reading its tensors.
+// safetensors file's header passes every check, and a torch file's zip
+// directory holds its pickle, without reading the tensors of either.
 // Throws std::invalid_argument naming train.init_from.
 void check_weights_file(const std::string& path);
 

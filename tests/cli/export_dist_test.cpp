@@ -89,6 +89,15 @@ TEST(ExportDist, PythonReadsBothFormatsBitwiseAndInitFromStartsAnyLayoutFromThem
                               "in the file but [32, 64] in this model"),
             std::string::npos)
       << other.output;
+  // A torch file cut short is refused before any rank starts, from its zip
+  // directory alone (the ranks read its tensors, once each).
+  run_command("head -c 3000 " + dir + "/model.pt > " + dir + "/cut.pt");
+  const auto cut = run_command(hyperpipe() + " train --nproc 2 --steps 1 --init-from " + dir + "/cut.pt", 60);
+  EXPECT_EQ(cut.exit_code, 2) << cut.output;
+  EXPECT_NE(cut.output.find("hyperpipe train: error: --init-from " + dir + "/cut.pt: a zip file that torch cannot load ("),
+            std::string::npos)
+      << cut.output;
+  EXPECT_EQ(cut.output.find("[rank"), std::string::npos) << cut.output;
 }
 
 }  // namespace
