@@ -307,7 +307,8 @@ TEST(OptionSchema, LibraryCodeNamesOptionsNotFlags) {
       {"costs.tp", "bench prices its mesh from the measured job"},
       {"costs.dp", "bench prices its mesh from the measured job"},
       {"costs.bucket_bytes", "bench prices its mesh from the measured job"},
-      {"generate.prompts", "--prompt or --prompts (generate names both)"}};
+      {"generate.prompts", "--prompt or --prompts (generate names both)"},
+      {"data.pkl", "a record of torch.save's zip archive, not an option"}};
   static const std::regex flag(R"(--[a-z][a-z0-9-]+)");
   static const std::regex name(R"(\b(?:schedule|model|train|data|vision|costs|profile|launch|generate|sampling|mesh|job|bench)\.[a-z_][a-z_.0-9]*[a-z_0-9])");
   int names = 0;
