@@ -96,14 +96,14 @@ runtime::PipelineOptions row_options(const BenchOptions& o, const std::string& n
     throw std::invalid_argument("bench.schedules: unknown schedule '" + name +
                                 "'; allowed: " + schedule::kind_names() + " (mpipe around interleaved), or mpipe/BODY "
                                 "around one of " + schedule::mpipe_body_names() + ", e.g. mpipe/zb1p");
+  const schedule::ScheduleRow& row = schedule::schedule_row(s.kind);
   // --vpp applies to the rows (MPipe: the bodies) whose chunks per rank are not fixed.
-  const schedule::ScheduleRow& row =
-      schedule::schedule_row(s.kind == schedule::ScheduleKind::MPipe ? s.mpipe.body : s.kind);
-  const bool chunked = row.min_vpp != row.max_vpp;
-  if (!schedule::schedule_row(s.kind).pipelined && mesh > 1)
+  const bool chunked =
+      !(s.kind == schedule::ScheduleKind::MPipe ? schedule::schedule_row(s.mpipe.body) : row).fixed_vpp();
+  if (!row.pipelined && mesh > 1)
     throw std::invalid_argument("bench.schedules no-pipelining runs the model on rank 0 alone: it does not combine with"
                                 " mesh.dp or model.tensor_parallel.size; drop it from bench.schedules");
-  s.pp = schedule::schedule_row(s.kind).pipelined ? world / mesh : 1;  // no-pipelining: rank 0 alone
+  s.pp = row.pipelined ? world / mesh : 1;  // no-pipelining: rank 0 alone
   s.vpp = chunked && o.vpp_given ? o.schedule.vpp : schedule::default_vpp(s);
   p.executor = o.executor;
   runtime::validate_pipeline_options(p);

@@ -20,7 +20,7 @@ void longest_first(FlagNames& flags) {
 schedule::Overflow overflow_from_flag(const std::string& value) {
   for (auto o : {schedule::Overflow::Full, schedule::Overflow::Min, schedule::Overflow::Auto})
     if (value == schedule::overflow_name(o)) return o;
-  throw std::invalid_argument("--overflow " + value + ": allowed: full, min, auto");
+  throw std::logic_error("overflow_from_flag: '" + value + "' passed --overflow's rule but names no mode");
 }
 
 std::vector<int> layer_counts_from_flag(const std::string& text) {
@@ -43,7 +43,7 @@ std::vector<int> layer_counts_from_flag(const std::string& text) {
 schedule::ScheduleKind mpipe_body_from_flag(const std::string& value) {
   schedule::ScheduleKind k;
   if (schedule::kind_from_name(value, &k) && schedule::is_mpipe_body(k)) return k;
-  throw std::invalid_argument("--mpipe-body " + value + ": allowed: " + schedule::mpipe_body_names());
+  throw std::logic_error("mpipe_body_from_flag: '" + value + "' passed --mpipe-body's rule but names no body");
 }
 
 void apply_mpipe_flags(const std::string& mpipe_body, const std::string& overflow, bool vpp_given,

@@ -22,12 +22,13 @@ using FlagNames = std::vector<std::pair<std::string, std::string>>;
 std::string with_flags(std::string message, const FlagNames& flags);
 void longest_first(FlagNames& flags);
 
-// --overflow full|min|auto (plan and train); throws std::invalid_argument
-// naming the flag and the allowed values.
+// --overflow full|min|auto (plan, train and bench) as a mode. The option's
+// rule (option_schema.cpp) has refused any other value; std::logic_error here.
 schedule::Overflow overflow_from_flag(const std::string& value);
-// --layers-per-stage 3,1,2,2 (train and bench), likewise.
+// --layers-per-stage 3,1,2,2 (train and bench); throws std::invalid_argument
+// naming the flag on a bad list.
 std::vector<int> layer_counts_from_flag(const std::string& text);
-// --mpipe-body interleaved|1f1b|gpipe (plan and train), likewise.
+// --mpipe-body (plan and train) as a schedule kind; as overflow_from_flag.
 schedule::ScheduleKind mpipe_body_from_flag(const std::string& value);
 // plan and train: --mpipe-body and --overflow into o.mpipe, then, unless --vpp
 // was given, o.vpp to the default of o's schedule (which the body decides).

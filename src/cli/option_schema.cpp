@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "cli/job_options.hpp"
 #include "data/tokenize.hpp"
@@ -331,10 +332,10 @@ const std::vector<OptionSpec>& option_schema() {
   // again after one was registered. Earlier tables stay, since the commands'
   // validators point into the table they were registered from.
   static std::deque<std::vector<OptionSpec>> tables;
-  static std::size_t built_for = 0;
-  std::size_t registered = schedule::schedule_kinds().size();
+  static std::pair<std::size_t, std::size_t> built_for;  // (schedules, families) the last table lists
+  std::pair<std::size_t, std::size_t> registered{schedule::schedule_kinds().size(), 0};
 #ifdef HYPERPIPE_WITH_TORCH
-  registered += model_registry_size() << 16;
+  registered.second = model_registry_size();
 #endif
   if (tables.empty() || built_for != registered) {
     std::vector<OptionSpec> all = build_schema();

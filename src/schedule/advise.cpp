@@ -36,7 +36,7 @@ std::string mpipe_name(const ScheduleOptions& o) {
   std::string n = m.body == ScheduleKind::Interleaved ? "mpipe v=" + std::to_string(o.vpp)
                                                      : "mpipe body=" + std::string(kind_name(m.body));
   const ScheduleRow& body = schedule_row(m.body);
-  if (m.body != ScheduleKind::Interleaved && body.min_vpp != body.max_vpp) n += " v=" + std::to_string(o.vpp);
+  if (m.body != ScheduleKind::Interleaved && !body.fixed_vpp()) n += " v=" + std::to_string(o.vpp);
   n += " T=" + std::to_string(m.transpose_layers);
   if (o.micro_batches > o.nt()) n += m.overflow == Overflow::Min ? " min" : " full";
   if (m.owner_backward) n += " owner-backward";
@@ -113,10 +113,9 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
     o.vpp = v;
     // Every schedule of the table that runs v chunks per rank, from the v its
     // row is advised at (1F1B is the baseline above; MPipe goes round each body below).
-    auto runs_at = [v](const ScheduleRow& r) { return v >= r.min_vpp && (r.max_vpp == 0 || v <= r.max_vpp); };
     for (ScheduleKind k : schedule_kinds()) {
       const ScheduleRow& r = schedule_row(k);
-      if (k == ScheduleKind::OneFOneB || !r.order || r.advised_from_vpp == 0 || v < r.advised_from_vpp || !runs_at(r))
+      if (k == ScheduleKind::OneFOneB || !r.order || r.advised_from_vpp == 0 || v < r.advised_from_vpp || !r.runs_vpp(v))
         continue;
       o.kind = k;
       layouts.push_back(o);
@@ -126,7 +125,7 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
     // (interleaved) first, then the others in the table's order.
     std::vector<ScheduleKind> bodies = {MPipeOptions{}.body};
     for (ScheduleKind k : schedule_kinds())
-      if (k != bodies.front() && schedule_row(k).mpipe_body && runs_at(schedule_row(k))) bodies.push_back(k);
+      if (k != bodies.front() && schedule_row(k).mpipe_body && schedule_row(k).runs_vpp(v)) bodies.push_back(k);
     const int max_t = m.tower_layers > 0 ? m.tower_layers : m.layers / (v * pp) - 1;  // stage 0 keeps a body layer
     for (int t = 0; t <= max_t; ++t) {
       o.mpipe.transpose_layers = t;
@@ -150,7 +149,7 @@ Advice advise(const ModelProfile& m, int pp, int micro_batches) {
     // A schedule of one fixed v is named alone, the others with their v.
     const ScheduleRow& row = schedule_row(o.kind);
     c.name = o.kind == ScheduleKind::MPipe           ? mpipe_name(o)
-             : row.min_vpp == row.max_vpp              ? row.name
+             : row.fixed_vpp()                         ? row.name
                                                        : row.name + " v=" + std::to_string(o.vpp);
     Schedule s;
     try {

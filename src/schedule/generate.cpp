@@ -108,7 +108,7 @@ void check_options(const ScheduleOptions& o) {
            " use schedule.vpp 2 (got schedule.vpp " + str(o.vpp) + ")");
   if (row.refuse)
     if (const std::string why = row.refuse(o); !why.empty()) reject(why);
-  if (o.vpp < row.min_vpp || (row.max_vpp > 0 && o.vpp > row.max_vpp))
+  if (!row.runs_vpp(o.vpp))
     reject(kind + " runs schedule.vpp in [" + str(row.min_vpp) + ", " +
            (row.max_vpp > 0 ? str(row.max_vpp) : std::string("any")) + "], got schedule.vpp " + str(o.vpp));
   if (row.grouped) check_group_size(o);

@@ -142,7 +142,7 @@ ScheduleKind register_schedule(ScheduleRow row) {
       throw std::invalid_argument("register_schedule: the name " + n + " is taken by schedule " +
                                   std::string(kind_name(taken)));
   if (!row.order) throw std::invalid_argument("register_schedule: schedule " + row.name + " has no compute order");
-  if (row.default_vpp < row.min_vpp || (row.max_vpp > 0 && row.default_vpp > row.max_vpp))
+  if (!row.runs_vpp(row.default_vpp))
     throw std::invalid_argument("register_schedule: schedule " + row.name + "'s default vpp " + std::to_string(row.default_vpp) +
                                 " is outside its range");
   table().push_back(std::move(row));

@@ -55,6 +55,10 @@ struct ScheduleRow {
   int advised_from_vpp = 1;
   bool mpipe_body = true;  // MPipe transposes around it (--mpipe-body)
   bool pipelined = true;   // false: one rank runs every stage (no-pipelining)
+
+  // Whether it runs v chunks per rank, and whether it runs only one number.
+  bool runs_vpp(int v) const { return v >= min_vpp && (max_vpp == 0 || v <= max_vpp); }
+  bool fixed_vpp() const { return min_vpp == max_vpp; }
 };
 
 // Adds a row and returns its kind. Throws std::invalid_argument when the

@@ -56,7 +56,7 @@ struct Loc {
 
 class Validator {
  public:
-  explicit Validator(const Schedule& s) : s_(s), o_(s.options), pp_(s.pp()) {}
+  explicit Validator(const Schedule& s) : s_(s), o_(s.options), pp_(s.pp()), placement_(s.options.placement()) {}
 
   ValidationResult run() {
     if (check_options() && check_structure()) {
@@ -76,7 +76,8 @@ class Validator {
  private:
   const Action& act(int rank, int pos) const { return s_.ranks[rank][pos]; }
   std::string tok(int rank, int pos) const { return format_action(act(rank, pos)); }
-  int rank_of_stage(int stage) const { return o_.rank_of(stage); }
+  // ScheduleOptions::rank_of with the placement looked up once: it is asked per action.
+  int rank_of_stage(int stage) const { return placed_rank(placement_, o_.pp, stage); }
   int rank_of_index(int gi) const {
     return static_cast<int>(std::upper_bound(offset_.begin(), offset_.end(), gi) - offset_.begin()) - 1;
   }
@@ -358,6 +359,7 @@ class Validator {
   const Schedule& s_;
   const ScheduleOptions& o_;
   const int pp_;
+  const Placement placement_;  // the schedule table's, for the options' kind (or MPipe's body)
   bool has_mpipe_ = false;
   std::vector<int> offset_;  // global index of (rank r, position p) = offset_[r] + p
   ActionIndex index_;

@@ -5,46 +5,51 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
 namespace fs = std::filesystem;
 
-TEST(SourceTree, EveryFileIsUnderFiveHundredLinesAndEveryHeaderOpensWithAComment) {
-  int files = 0;
-  for (const auto& e : fs::recursive_directory_iterator(fs::path(HP_SOURCE_DIR) / "src")) {
+struct SourceFile {
+  std::string where;  // relative to the source tree
+  bool header = false;
+  int lines = 0;
+  std::string first;  // its first line
+};
+
+// Every .cpp and .hpp below the source tree's `folder`.
+std::vector<SourceFile> sources_in(const std::string& folder) {
+  std::vector<SourceFile> out;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(HP_SOURCE_DIR) / folder)) {
     const std::string ext = e.path().extension().string();
     if (ext != ".cpp" && ext != ".hpp") continue;
-    ++files;
+    SourceFile f;
+    f.where = fs::relative(e.path(), HP_SOURCE_DIR).string();
+    f.header = ext == ".hpp";
     std::ifstream in(e.path());
-    std::string line, first;
-    int lines = 0;
-    while (std::getline(in, line)) {
-      if (lines++ == 0) first = line;
-    }
-    const std::string where = fs::relative(e.path(), HP_SOURCE_DIR).string();
-    EXPECT_LT(lines, 500) << where << " has " << lines << " lines: split it by concept";
-    if (ext == ".hpp") {
-      EXPECT_EQ(first.rfind("//", 0), 0u) << where << " does not open with its contract";
-    }
+    for (std::string line; std::getline(in, line);)
+      if (f.lines++ == 0) f.first = line;
+    out.push_back(f);
   }
-  EXPECT_GT(files, 200);
+  return out;
+}
+
+TEST(SourceTree, EveryFileIsUnderFiveHundredLinesAndEveryHeaderOpensWithAComment) {
+  const auto files = sources_in("src");
+  for (const SourceFile& f : files) {
+    EXPECT_LT(f.lines, 500) << f.where << " has " << f.lines << " lines: split it by concept";
+    if (f.header) EXPECT_EQ(f.first.rfind("//", 0), 0u) << f.where << " does not open with its contract";
+  }
+  EXPECT_GT(files.size(), 200u);
 }
 
 // The tests mirror src/, one file per concept, and stay as small.
 TEST(SourceTree, EveryTestFileIsUnderFiveHundredLines) {
-  int files = 0;
-  for (const auto& e : fs::recursive_directory_iterator(fs::path(HP_SOURCE_DIR) / "tests")) {
-    const std::string ext = e.path().extension().string();
-    if (ext != ".cpp" && ext != ".hpp") continue;
-    ++files;
-    std::ifstream in(e.path());
-    int lines = 0;
-    for (std::string line; std::getline(in, line);) ++lines;
-    EXPECT_LT(lines, 500) << fs::relative(e.path(), HP_SOURCE_DIR).string() << " has " << lines
-                          << " lines: split it by concept";
-  }
-  EXPECT_GT(files, 100);
+  const auto files = sources_in("tests");
+  for (const SourceFile& f : files)
+    EXPECT_LT(f.lines, 500) << f.where << " has " << f.lines << " lines: split it by concept";
+  EXPECT_GT(files.size(), 100u);
 }
 
 }  // namespace
